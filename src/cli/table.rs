@@ -1,0 +1,76 @@
+//! Rows of replica signals, as `parse` and `decide` print them.
+
+use super::read::Read;
+use crate::metrics::Replica;
+use std::fmt::Write;
+
+const HEADER: [&str; 9] = [
+    "source", "server", "running", "waiting", "kv", "tok/s", "cpu%", "ttft_p95", "skipped",
+];
+
+fn number(v: Option<f64>, decimals: usize) -> String {
+    match v {
+        Some(v) => format!("{v:.decimals$}"),
+        None => "-".to_owned(),
+    }
+}
+
+fn cells(read: &Read) -> [String; 9] {
+    let skipped = read
+        .scan
+        .as_ref()
+        .map_or("-".to_owned(), |s| s.skipped.to_string());
+    match &read.replica {
+        Ok(r) => row(r, skipped),
+        Err(_) => {
+            let mut cells: [String; 9] = Default::default();
+            cells[0] = read.source.clone();
+            cells[1] = "?".to_owned();
+            for c in &mut cells[2..8] {
+                *c = "-".to_owned();
+            }
+            cells[8] = skipped;
+            cells
+        }
+    }
+}
+
+fn row(r: &Replica, skipped: String) -> [String; 9] {
+    [
+        r.name.clone(),
+        r.signals.server.to_string(),
+        number(r.running(), 0),
+        number(Some(r.waiting()), 0),
+        number(r.kv(), 2),
+        number(r.output_tokens_per_s(), 1),
+        number(r.cpu_percent(), 1),
+        r.ttft_p95().map_or("-".to_owned(), |s| format!("{s:.3}s")),
+        skipped,
+    ]
+}
+
+/// The table: a header and one aligned row per source.
+pub fn render(reads: &[Read]) -> String {
+    let rows: Vec<[String; 9]> = reads.iter().map(cells).collect();
+    let mut widths = HEADER.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header = HEADER.map(str::to_owned);
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i < 2 {
+                let _ = write!(line, "{cell:<w$}  ");
+            } else {
+                let _ = write!(line, "{cell:>w$}  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,19 @@
+//! infscale: scale LLM model servers on Kubernetes by requests running plus waiting, not CPU.
+//!
+//! # Layout
+//!
+//! A pure core shared by every job, and thin shells that do the I/O.
+//!
+//! - [`metrics`]: reads a model server's `/metrics` page (Prometheus text or OpenMetrics)
+//!   without copying, maps each server's series names (vLLM, llama.cpp, SGLang, TGI, Triton) to
+//!   the same [`metrics::Signals`], and turns two scrapes into rates and a TTFT p95.
+//! - [`scaling`]: from signals to a replica count: the metric's value ([`scaling::demand`]),
+//!   the cold-start lookahead, KEDA's activation and scale to zero, and the Kubernetes HPA
+//!   algorithm ([`scaling::hpa`]), with the reasons for every step. Time is a parameter.
+//! - [`source`]: the shell that fetches pages from files or URLs, bounded in size and time.
+//! - [`cli`]: argument parsing and printing for the `infscale` binary.
+
+pub mod cli;
+pub mod metrics;
+pub mod scaling;
+pub mod source;

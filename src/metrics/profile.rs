@@ -1,0 +1,421 @@
+//! What each model server calls its load, and one page read into [`Signals`].
+//!
+//! vLLM, llama.cpp, SGLang, TGI and Triton export the same few quantities under different names:
+//! requests in the running batch, requests waiting for a slot, KV-cache pressure, and counters
+//! that only mean something as rates. A [`Profile`] maps those names; [`read_page`] makes a single
+//! pass over the page with every wanted name decided before labels are touched, sums running and
+//! waiting across label sets (a vLLM pod with data parallelism reports one `engine` per engine),
+//! and takes the maximum KV usage (the fullest engine preempts first). With [`ServerChoice::Auto`]
+//! the first profile whose queue series appear on the page wins.
+
+use super::exposition::{self, Sample, Scan, Visitor};
+use super::histogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The model servers infscale knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Server {
+    Vllm,
+    LlamaCpp,
+    Sglang,
+    Tgi,
+    Triton,
+}
+
+impl Server {
+    /// In the order `auto` tries them.
+    pub const ALL: [Server; 5] = [
+        Server::Vllm,
+        Server::LlamaCpp,
+        Server::Sglang,
+        Server::Tgi,
+        Server::Triton,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Vllm => "vllm",
+            Server::LlamaCpp => "llamacpp",
+            Server::Sglang => "sglang",
+            Server::Tgi => "tgi",
+            Server::Triton => "triton",
+        }
+    }
+
+    pub fn profile(self) -> &'static Profile {
+        &PROFILES[self as usize]
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A server named by the user, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ServerChoice {
+    #[default]
+    Auto,
+    Is(Server),
+}
+
+impl FromStr for ServerChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(ServerChoice::Auto),
+            "vllm" => Ok(ServerChoice::Is(Server::Vllm)),
+            "llamacpp" | "llama.cpp" | "llama-cpp" => Ok(ServerChoice::Is(Server::LlamaCpp)),
+            "sglang" => Ok(ServerChoice::Is(Server::Sglang)),
+            "tgi" => Ok(ServerChoice::Is(Server::Tgi)),
+            "triton" => Ok(ServerChoice::Is(Server::Triton)),
+            _ => Err(format!(
+                "unknown server {s:?}: expected auto, vllm, llamacpp, sglang, tgi or triton"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ServerChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerChoice::Auto => f.write_str("auto"),
+            ServerChoice::Is(server) => server.fmt(f),
+        }
+    }
+}
+
+/// The series names of one server.
+#[derive(Debug)]
+pub struct Profile {
+    pub server: Server,
+    /// Requests in the running batch, summed over label sets. Empty where it must be derived
+    /// (Triton: from its compute-duration counter, so only with two scrapes).
+    pub running: &'static [&'static str],
+    /// Requests waiting for a slot, summed.
+    pub waiting: &'static [&'static str],
+    /// KV-cache usage 0..1, maximum over label sets; the first name present wins (newest first).
+    pub kv: &'static [&'static str],
+    /// Output tokens generated, a counter, summed.
+    pub output_tokens: &'static [&'static str],
+    /// Time-to-first-token histogram buckets, and the factor from its unit to seconds.
+    pub ttft_buckets: Option<(&'static str, f64)>,
+    /// Triton's cumulative microsecond counters: request, queue, compute.
+    pub durations: Option<[&'static str; 3]>,
+}
+
+/// The CPU counter every server's process collector exports.
+pub const CPU_SECONDS: &str = "process_cpu_seconds_total";
+
+static PROFILES: [Profile; 5] = [
+    Profile {
+        server: Server::Vllm,
+        running: &["vllm:num_requests_running"],
+        waiting: &["vllm:num_requests_waiting"],
+        kv: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+        output_tokens: &["vllm:generation_tokens_total"],
+        ttft_buckets: Some(("vllm:time_to_first_token_seconds_bucket", 1.0)),
+        durations: None,
+    },
+    Profile {
+        server: Server::LlamaCpp,
+        running: &["llamacpp:requests_processing"],
+        waiting: &["llamacpp:requests_deferred"],
+        kv: &["llamacpp:kv_cache_usage_ratio"],
+        output_tokens: &["llamacpp:tokens_predicted_total"],
+        ttft_buckets: None,
+        durations: None,
+    },
+    Profile {
+        server: Server::Sglang,
+        running: &["sglang:num_running_reqs"],
+        waiting: &["sglang:num_queue_reqs"],
+        kv: &["sglang:token_usage"],
+        output_tokens: &["sglang:generation_tokens_total"],
+        ttft_buckets: Some(("sglang:time_to_first_token_seconds_bucket", 1.0)),
+        durations: None,
+    },
+    Profile {
+        server: Server::Tgi,
+        running: &["tgi_batch_current_size"],
+        waiting: &["tgi_queue_size"],
+        kv: &[],
+        output_tokens: &["tgi_request_generated_tokens_sum"],
+        ttft_buckets: None,
+        durations: None,
+    },
+    Profile {
+        server: Server::Triton,
+        running: &[],
+        waiting: &["nv_inference_pending_request_count"],
+        kv: &[],
+        output_tokens: &[],
+        ttft_buckets: Some(("nv_inference_first_response_histogram_ms_bucket", 1e-3)),
+        durations: Some([
+            "nv_inference_request_duration_us",
+            "nv_inference_queue_duration_us",
+            "nv_inference_compute_infer_duration_us",
+        ]),
+    },
+];
+
+impl Profile {
+    /// The series whose presence identifies this server.
+    pub fn queue_series(&self) -> impl Iterator<Item = &'static str> {
+        self.running.iter().chain(self.waiting.iter()).copied()
+    }
+}
+
+/// Cumulative counters of one scrape: only their change between two scrapes means anything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    pub output_tokens: Option<f64>,
+    pub cpu_seconds: Option<f64>,
+    /// Triton: cumulative microseconds spent by requests in the server, queued, and computing.
+    pub request_us: Option<f64>,
+    pub queue_us: Option<f64>,
+    pub compute_us: Option<f64>,
+    /// Time-to-first-token buckets, in seconds.
+    pub ttft: Option<Histogram>,
+}
+
+/// The load of one replica as one page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Signals {
+    pub server: Server,
+    /// `None` where the server has no running gauge (Triton derives it from two scrapes).
+    pub running: Option<f64>,
+    pub waiting: f64,
+    /// KV-cache usage 0..1, where the server exports it.
+    pub kv: Option<f64>,
+    pub counters: Counters,
+}
+
+/// A page that yields no signals.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("no known model server's queue series on the page (looked for {looked_for})")]
+    NoServer { looked_for: String },
+    #[error("{server} page has no {missing} series")]
+    MissingSeries {
+        server: Server,
+        missing: &'static str,
+    },
+    #[error("every line of the page is malformed ({skipped} skipped)")]
+    Unusable { skipped: usize },
+}
+
+/// A page read through a profile: the signals (or why there are none) and what the scan saw.
+#[derive(Debug, Clone)]
+pub struct PageRead {
+    pub signals: Result<Signals, ProfileError>,
+    pub scan: Scan,
+}
+
+/// Reads one `/metrics` page with the chosen server's profile (or every profile, for `auto`).
+pub fn read_page(page: &[u8], choice: ServerChoice) -> PageRead {
+    let mut acc = Accumulator::new(choice);
+    let scan = exposition::scan(page, &mut acc);
+    let signals = if scan.unusable() {
+        Err(ProfileError::Unusable {
+            skipped: scan.skipped,
+        })
+    } else {
+        acc.finish(choice)
+    };
+    PageRead { signals, scan }
+}
+
+/// Which quantity a wanted name feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Running,
+    Waiting,
+    /// Index into the profile's KV names (0 = newest).
+    Kv(usize),
+    OutputTokens,
+    Ttft,
+    Duration(usize),
+}
+
+/// Where a wanted series goes: the shared CPU counter, or one field of one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Cpu,
+    Of(Server, Field),
+}
+
+/// Sums for one server while the page is scanned.
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    running: Option<f64>,
+    waiting: Option<f64>,
+    kv: [Option<f64>; 2],
+    output_tokens: Option<f64>,
+    ttft: Option<Histogram>,
+    durations: [Option<f64>; 3],
+}
+
+struct Accumulator {
+    /// Every name looked for, and where its samples go.
+    names: Vec<(&'static str, Slot)>,
+    tallies: [Tally; 5],
+    cpu: Option<f64>,
+    /// Where the sample just accepted by `wants` goes.
+    current: Option<Slot>,
+}
+
+fn add(slot: &mut Option<f64>, value: f64) {
+    *slot = Some(slot.unwrap_or(0.0) + value);
+}
+
+impl Accumulator {
+    fn new(choice: ServerChoice) -> Self {
+        let mut names = vec![(CPU_SECONDS, Slot::Cpu)];
+        for profile in &PROFILES {
+            if matches!(choice, ServerChoice::Is(s) if s != profile.server) {
+                continue;
+            }
+            let slot = |field| Slot::Of(profile.server, field);
+            let fields = [
+                (profile.running, Field::Running),
+                (profile.waiting, Field::Waiting),
+                (profile.output_tokens, Field::OutputTokens),
+            ];
+            for (list, field) in fields {
+                names.extend(list.iter().map(|n| (*n, slot(field))));
+            }
+            names.extend(
+                profile
+                    .kv
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (*n, slot(Field::Kv(i)))),
+            );
+            if let Some((name, _)) = profile.ttft_buckets {
+                names.push((name, slot(Field::Ttft)));
+            }
+            if let Some(list) = profile.durations {
+                names.extend(
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, n)| (*n, slot(Field::Duration(i)))),
+                );
+            }
+        }
+        Accumulator {
+            names,
+            tallies: Default::default(),
+            cpu: None,
+            current: None,
+        }
+    }
+
+    fn finish(self, choice: ServerChoice) -> Result<Signals, ProfileError> {
+        let found = match choice {
+            ServerChoice::Is(server) => Some(server),
+            ServerChoice::Auto => Server::ALL.into_iter().find(|s| {
+                let t = &self.tallies[*s as usize];
+                t.running.is_some() || t.waiting.is_some()
+            }),
+        };
+        let Some(server) = found else {
+            let looked_for: Vec<String> = Server::ALL
+                .iter()
+                .map(|s| {
+                    let names: Vec<&str> = s.profile().queue_series().collect();
+                    format!("{s}: {}", names.join(", "))
+                })
+                .collect();
+            return Err(ProfileError::NoServer {
+                looked_for: looked_for.join("; "),
+            });
+        };
+        let profile = server.profile();
+        let tally = &self.tallies[server as usize];
+        let missing = |names: &'static [&'static str]| ProfileError::MissingSeries {
+            server,
+            missing: names.first().copied().unwrap_or("queue"),
+        };
+        let waiting = tally.waiting.ok_or_else(|| missing(profile.waiting))?;
+        if !profile.running.is_empty() && tally.running.is_none() {
+            return Err(missing(profile.running));
+        }
+        let unit = profile.ttft_buckets.map_or(1.0, |(_, unit)| unit);
+        let ttft = tally.ttft.clone().map(|mut h| {
+            for b in &mut h.buckets {
+                b.le *= unit;
+            }
+            h
+        });
+        Ok(Signals {
+            server,
+            running: tally.running,
+            waiting,
+            kv: tally.kv[0].or(tally.kv[1]),
+            counters: Counters {
+                output_tokens: tally.output_tokens,
+                cpu_seconds: self.cpu,
+                request_us: tally.durations[0],
+                queue_us: tally.durations[1],
+                compute_us: tally.durations[2],
+                ttft,
+            },
+        })
+    }
+}
+
+impl Visitor for Accumulator {
+    fn wants(&mut self, name: &str) -> bool {
+        self.current = self
+            .names
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, slot)| *slot);
+        self.current.is_some()
+    }
+
+    fn sample(&mut self, sample: &Sample<'_>) {
+        // A negative or non-finite count of requests, tokens or seconds is not a reading.
+        if !sample.value.is_finite() || sample.value < 0.0 {
+            return;
+        }
+        let value = sample.value;
+        let (server, field) = match self.current {
+            None => return,
+            Some(Slot::Cpu) => return add(&mut self.cpu, value),
+            Some(Slot::Of(server, field)) => (server, field),
+        };
+        let tally = &mut self.tallies[server as usize];
+        match field {
+            Field::Running => add(&mut tally.running, value),
+            Field::Waiting => add(&mut tally.waiting, value),
+            Field::Kv(i) => {
+                let slot = &mut tally.kv[i.min(1)];
+                *slot = Some(slot.map_or(value, |v: f64| v.max(value)));
+            }
+            Field::OutputTokens => add(&mut tally.output_tokens, value),
+            Field::Duration(i) => add(&mut tally.durations[i.min(2)], value),
+            Field::Ttft => {
+                let le = sample
+                    .label("le")
+                    .and_then(|le| exposition::parse_float(&le));
+                if let Some(le) = le.filter(|le| !le.is_nan()) {
+                    tally
+                        .ttft
+                        .get_or_insert_with(Histogram::default)
+                        .add(le, value);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

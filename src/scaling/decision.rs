@@ -1,0 +1,365 @@
+//! The decision: demand, lookahead and activation ([`evaluate`], all that `serve` answers KEDA
+//! with), then KEDA's step to or from zero and the HPA's reconcile ([`decide`], what `decide`
+//! prints and the simulator applies). One path for every job, so the replica count that the HPA
+//! derives from `serve`'s value is the count `decide` prints.
+
+use super::demand::{fmt, measure, Demand, Observation};
+use super::hpa::{self, replicas, Limited, Outcome, Reconciled};
+use super::keda;
+use super::lookahead::{self, Point};
+use super::policy::Policy;
+use crate::metrics::Counters;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Everything a decision remembers between runs; serialises to JSON (`--state FILE`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScalerState {
+    /// The HPA controller's memory: recommendations and scale events.
+    #[serde(default)]
+    pub hpa: hpa::State,
+    /// When requests were last in flight (KEDA's last active poll).
+    #[serde(default)]
+    pub last_active: Option<f64>,
+    /// Recent metric values, for the lookahead's trend.
+    #[serde(default)]
+    pub trend: Vec<Point>,
+    /// Each source's counters at its last scrape, for rates on the next.
+    #[serde(default)]
+    pub counters: BTreeMap<String, CounterSnapshot>,
+}
+
+/// A replica's counters and when they were read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterSnapshot {
+    pub at: f64,
+    pub counters: Counters,
+}
+
+/// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    pub demand: Demand,
+    /// The metric value after the lookahead; `None` when no replica gave a sample.
+    pub value: Option<f64>,
+    pub active: bool,
+    /// Seconds since requests were last in flight (`None`: never).
+    pub idle_s: Option<f64>,
+    pub lines: Vec<String>,
+}
+
+/// Measures demand, applies the cold-start lookahead and judges activity, updating the trend and
+/// the last active time in `state`.
+pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Evaluation {
+    let demand = measure(policy, obs);
+    let mut lines = demand.lines.clone();
+    let value = demand.value.map(|v| {
+        if policy.lookahead_s <= 0.0 {
+            return v;
+        }
+        let p = lookahead::project(
+            &mut state.trend,
+            obs.now,
+            v,
+            policy.lookahead_s,
+            policy.trend_window_s,
+        );
+        match p.slope {
+            Some(slope) if p.value > v => lines.push(format!(
+                "lookahead: trend {}{}/s over the last {} s, {} s ahead: {} -> {}",
+                if slope >= 0.0 { "+" } else { "" },
+                fmt(slope),
+                fmt(policy.trend_window_s),
+                fmt(policy.lookahead_s),
+                fmt(v),
+                fmt(p.value)
+            )),
+            Some(_) => lines.push(format!("lookahead: trend not rising, {} stays", fmt(v))),
+            None => lines.push("lookahead: one point so far, no trend yet".to_owned()),
+        }
+        p.value
+    });
+    let active = keda::is_active(demand.in_flight, policy.activation);
+    let idle_s = keda::note_activity(&mut state.last_active, active, obs.now);
+    Evaluation {
+        demand,
+        value,
+        active,
+        idle_s,
+        lines,
+    }
+}
+
+/// Why the decision ended where it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Why {
+    /// The metric's proposal went through unchanged.
+    Metric,
+    /// Within the tolerance: no change proposed.
+    Tolerance,
+    /// The stabilisation window held the count.
+    Stabilized,
+    ScaleUpLimit,
+    ScaleDownLimit,
+    /// Clamped at max.
+    Max,
+    /// Clamped at min.
+    Min,
+    /// No replica gave a sample: keep the current count.
+    NoSamples,
+    /// KEDA woke the target from zero.
+    Activate,
+    /// At zero with nothing to do.
+    Idle,
+    /// KEDA took the last replica away after the cooldown.
+    IdleToZero,
+}
+
+impl Why {
+    pub fn name(self) -> &'static str {
+        match self {
+            Why::Metric => "metric",
+            Why::Tolerance => "tolerance",
+            Why::Stabilized => "stabilised",
+            Why::ScaleUpLimit => "scale-up limit",
+            Why::ScaleDownLimit => "scale-down limit",
+            Why::Max => "max",
+            Why::Min => "min",
+            Why::NoSamples => "no samples",
+            Why::Activate => "activate",
+            Why::Idle => "idle",
+            Why::IdleToZero => "idle-to-zero",
+        }
+    }
+}
+
+/// A replica count and its reasons.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub current: u32,
+    pub desired: u32,
+    /// The value `serve` would return to KEDA for the same inputs.
+    pub value: Option<f64>,
+    pub active: bool,
+    /// The HPA's raw proposal from the value, when one was made.
+    pub proposal: Option<u32>,
+    pub why: Why,
+    /// One short line per step, in order.
+    pub lines: Vec<String>,
+}
+
+impl Decision {
+    pub fn direction(&self) -> &'static str {
+        match self.desired.cmp(&self.current) {
+            std::cmp::Ordering::Greater => "up",
+            std::cmp::Ordering::Less => "down",
+            std::cmp::Ordering::Equal => "hold",
+        }
+    }
+
+    /// `queue:4 (min 1, max 3): current 1 -> desired 3 (up; metric)`
+    pub fn headline(&self, policy: &Policy) -> String {
+        format!(
+            "{}:{} (min {}, max {}): current {} -> desired {} ({}; {})",
+            policy.metric,
+            fmt(policy.target),
+            policy.min,
+            policy.max,
+            self.current,
+            self.desired,
+            self.direction(),
+            self.why.name()
+        )
+    }
+}
+
+/// The HPA's proposal for a value: `AverageValue` on KEDA's milli-units.
+pub fn proposal(policy: &Policy, value: f64, status_replicas: u32) -> u32 {
+    let tolerances = policy.controller.tolerances(policy.behavior.as_ref());
+    replicas::external_per_pod(
+        replicas::to_milli(value),
+        replicas::to_milli(policy.target),
+        status_replicas,
+        tolerances,
+    )
+    .0
+}
+
+/// Decides the replica count for one observation, updating `state` as the HPA controller and
+/// KEDA would (the result is taken to be applied).
+pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Decision {
+    let eval = evaluate(policy, obs, state);
+    let mut lines = eval.lines;
+    let current = obs.current;
+    let status = obs.status_replicas();
+    let done = |desired, proposal, why, lines| Decision {
+        current,
+        desired,
+        value: eval.value,
+        active: eval.active,
+        proposal,
+        why,
+        lines,
+    };
+    if current == 0 {
+        if policy.min > 0 {
+            lines.push(format!(
+                "at zero below min {}: KEDA restores the minimum",
+                policy.min
+            ));
+            return done(policy.min, None, Why::Min, lines);
+        }
+        if !eval.active {
+            lines.push("at zero and nothing in flight: stay at zero".to_owned());
+            return done(0, None, Why::Idle, lines);
+        }
+        let wanted = eval.value.map(|v| proposal(policy, v, 0));
+        let desired = wanted.unwrap_or(1).clamp(1, policy.max);
+        lines.push(format!(
+            "{} request(s) in flight at zero: KEDA activates 0 -> 1{}",
+            fmt(eval.demand.in_flight),
+            match wanted {
+                Some(n) => format!(", then its HPA asks for {n}"),
+                None => String::new(),
+            }
+        ));
+        if wanted.is_some_and(|n| n > policy.max) {
+            lines.push(format!("capped at max {}", policy.max));
+        }
+        return done(desired, wanted, Why::Activate, lines);
+    }
+    if policy.min == 0 && !eval.active && keda::cooldown_elapsed(eval.idle_s, policy.cooldown_s) {
+        lines.push(match eval.idle_s {
+            Some(idle) => format!(
+                "idle for {} s, at least the {} s cooldown: KEDA scales to zero",
+                fmt(idle),
+                fmt(policy.cooldown_s)
+            ),
+            None => format!(
+                "never active, past the {} s cooldown: KEDA scales to zero",
+                fmt(policy.cooldown_s)
+            ),
+        });
+        return done(0, None, Why::IdleToZero, lines);
+    }
+    if policy.min == 0 && !eval.active {
+        lines.push(format!(
+            "idle for {} s of the {} s cooldown: keep at least 1",
+            fmt(eval.idle_s.unwrap_or(0.0)),
+            fmt(policy.cooldown_s)
+        ));
+    }
+    let raw = eval.value.map(|v| proposal(policy, v, status));
+    let mut within = false;
+    if let (Some(v), Some(n)) = (eval.value, raw) {
+        within = replicas::ceil_replicas(in_targets(policy, v)) != n;
+        lines.push(proposal_line(policy, v, n, status, within));
+    }
+    let spec = hpa::Spec {
+        min: policy.hpa_min(),
+        max: policy.max,
+        behavior: policy.behavior.clone(),
+    };
+    let r = hpa::reconcile(
+        &policy.controller,
+        &spec,
+        &mut state.hpa,
+        current,
+        raw,
+        obs.now,
+    );
+    let why = explain(policy, &r, within, &mut lines);
+    done(r.desired, raw, why, lines)
+}
+
+/// `value / target` as the HPA divides it, on KEDA's milli-units.
+fn in_targets(policy: &Policy, value: f64) -> f64 {
+    replicas::to_milli(value) as f64 / replicas::to_milli(policy.target) as f64
+}
+
+fn proposal_line(policy: &Policy, value: f64, proposal: u32, status: u32, within: bool) -> String {
+    if within {
+        let ratio = value / (policy.target * f64::from(status));
+        format!(
+            "{} / ({} x {status} replica(s)) = ratio {}, within the tolerance: {proposal} replica(s)",
+            fmt(value),
+            fmt(policy.target),
+            fmt(ratio)
+        )
+    } else {
+        format!(
+            "{} {} / target {} per replica = {proposal} replica(s)",
+            policy.metric,
+            fmt(value),
+            fmt(policy.target)
+        )
+    }
+}
+
+fn explain(policy: &Policy, r: &Reconciled, within: bool, lines: &mut Vec<String>) -> Why {
+    match r.outcome {
+        Outcome::ScalingDisabled => {
+            lines.push("the HPA does not act at zero replicas".to_owned());
+            Why::Idle
+        }
+        Outcome::AboveMax => {
+            lines.push(format!("above max {}: straight to max", policy.max));
+            Why::Max
+        }
+        Outcome::BelowMin => {
+            lines.push(format!("below min {}: straight to min", policy.hpa_min()));
+            Why::Min
+        }
+        Outcome::NoMetrics => {
+            lines.push("no value: the HPA keeps the current count".to_owned());
+            Why::NoSamples
+        }
+        Outcome::Normalized(limited) => {
+            let proposal = r.proposal.unwrap_or(r.desired);
+            let stabilized = r.stabilized.unwrap_or(proposal);
+            if stabilized != proposal {
+                lines.push(stabilized_line(policy, proposal, stabilized));
+            }
+            let why = match limited {
+                Limited::DesiredWithinRange if stabilized != proposal => Why::Stabilized,
+                Limited::DesiredWithinRange if within => Why::Tolerance,
+                Limited::DesiredWithinRange => Why::Metric,
+                Limited::ScaleUpLimit => Why::ScaleUpLimit,
+                Limited::ScaleDownLimit => Why::ScaleDownLimit,
+                Limited::TooManyReplicas => Why::Max,
+                Limited::TooFewReplicas => Why::Min,
+            };
+            if limited != Limited::DesiredWithinRange {
+                lines.push(format!(
+                    "{stabilized} limited to {} ({})",
+                    r.desired,
+                    limited.name()
+                ));
+            }
+            why
+        }
+    }
+}
+
+fn stabilized_line(policy: &Policy, proposal: u32, stabilized: u32) -> String {
+    match &policy.behavior {
+        Some(b) if stabilized > proposal => format!(
+            "highest recommendation in the {} s scale-down window is {stabilized}: stabilised at {stabilized}",
+            b.scale_down
+                .window_s
+                .unwrap_or(policy.controller.downscale_window_s)
+        ),
+        Some(b) => format!(
+            "lowest recommendation in the {} s scale-up window is {stabilized}: stabilised at {stabilized}",
+            b.scale_up.window_s.unwrap_or(0)
+        ),
+        None => format!(
+            "highest recommendation in the {} s window is {stabilized}: stabilised at {stabilized}",
+            policy.controller.downscale_window_s
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

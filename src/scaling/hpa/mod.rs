@@ -1,0 +1,268 @@
+//! The Kubernetes HPA controller's replica algorithm, step for step.
+//!
+//! infscale's claim is that its decision is the HPA's own, so `decide` explains truthfully and the
+//! simulator predicts what KEDA's HPA will do. The stages follow `pkg/controller/podautoscaler`
+//! (described in `shared/hpa/ALGORITHM.md`), in the order one reconcile runs them:
+//! metric proposal with tolerance ([`replicas`]), pre-checks, stabilisation window
+//! ([`stabilize`]), rate limits and min/max ([`rate`]); or, for an HPA without `behavior`,
+//! the legacy window and the 2x / 4-pod scale-up cap. Time is a parameter (seconds on any
+//! clock the caller keeps), so nothing here reads a clock.
+
+pub mod rate;
+pub mod replicas;
+pub mod stabilize;
+
+pub use rate::{Limited, ScaleEvent};
+pub use replicas::Tolerances;
+pub use stabilize::Recommendation;
+
+use serde::{Deserialize, Serialize};
+
+/// Which way a `behavior` rule set picks among its policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Select {
+    /// Allow the largest change (the API default).
+    Max,
+    /// Allow the smallest change.
+    Min,
+    /// Freeze this direction.
+    Disabled,
+}
+
+/// A scaling policy's unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RateKind {
+    Pods,
+    Percent,
+}
+
+/// `{type, value, periodSeconds}`: at most `value` pods or percent per period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RatePolicy {
+    pub kind: RateKind,
+    pub value: u32,
+    pub period_s: u32,
+}
+
+/// `behavior.scaleUp` or `behavior.scaleDown`, with API defaults already applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rules {
+    /// `stabilizationWindowSeconds`; `None` on scale-down means the controller's flag (300 s).
+    pub window_s: Option<u32>,
+    pub select: Select,
+    /// Evaluated in order.
+    pub policies: Vec<RatePolicy>,
+    /// Per-direction tolerance (`HPAConfigurableTolerance`); `None` means the controller's.
+    pub tolerance: Option<f64>,
+}
+
+impl Rules {
+    /// The API defaults for `scaleUp`: no window, 4 pods or 100% per 15 s, whichever is more.
+    pub fn default_up() -> Rules {
+        Rules {
+            window_s: Some(0),
+            select: Select::Max,
+            policies: vec![
+                RatePolicy {
+                    kind: RateKind::Pods,
+                    value: 4,
+                    period_s: 15,
+                },
+                RatePolicy {
+                    kind: RateKind::Percent,
+                    value: 100,
+                    period_s: 15,
+                },
+            ],
+            tolerance: None,
+        }
+    }
+
+    /// The API defaults for `scaleDown`: the controller's window, 100% per 15 s.
+    pub fn default_down() -> Rules {
+        Rules {
+            window_s: None,
+            select: Select::Max,
+            policies: vec![RatePolicy {
+                kind: RateKind::Percent,
+                value: 100,
+                period_s: 15,
+            }],
+            tolerance: None,
+        }
+    }
+}
+
+/// `spec.behavior`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Behavior {
+    pub scale_up: Rules,
+    pub scale_down: Rules,
+}
+
+impl Default for Behavior {
+    fn default() -> Self {
+        Behavior {
+            scale_up: Rules::default_up(),
+            scale_down: Rules::default_down(),
+        }
+    }
+}
+
+/// The controller's own flags, which apply to every HPA it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Controller {
+    /// `--horizontal-pod-autoscaler-tolerance` (0 means the default, 0.1).
+    pub tolerance: f64,
+    /// `--horizontal-pod-autoscaler-downscale-stabilization`, seconds.
+    pub downscale_window_s: u32,
+    /// The legacy path's scale-up cap: max(factor x current, minimum).
+    pub scale_up_limit_factor: f64,
+    pub scale_up_limit_minimum: f64,
+}
+
+impl Default for Controller {
+    fn default() -> Self {
+        Controller {
+            tolerance: 0.1,
+            downscale_window_s: 300,
+            scale_up_limit_factor: 2.0,
+            scale_up_limit_minimum: 4.0,
+        }
+    }
+}
+
+impl Controller {
+    /// The tolerances for one HPA: per direction from `behavior` where set, else the flag.
+    pub fn tolerances(&self, behavior: Option<&Behavior>) -> Tolerances {
+        let global = if self.tolerance == 0.0 {
+            0.1
+        } else {
+            self.tolerance
+        };
+        Tolerances {
+            scale_down: behavior
+                .and_then(|b| b.scale_down.tolerance)
+                .unwrap_or(global),
+            scale_up: behavior
+                .and_then(|b| b.scale_up.tolerance)
+                .unwrap_or(global),
+        }
+    }
+}
+
+/// The parts of an HPA's spec that the replica algorithm reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// `minReplicas` (the API defaults a missing one to 1).
+    pub min: u32,
+    pub max: u32,
+    /// `None` selects the legacy path.
+    pub behavior: Option<Behavior>,
+}
+
+/// What the controller remembers about one HPA between reconciles.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Raw recommendations; `None` until the first reconcile seeds it with the current count.
+    pub recommendations: Option<Vec<Recommendation>>,
+    pub scale_up_events: Vec<ScaleEvent>,
+    pub scale_down_events: Vec<ScaleEvent>,
+}
+
+/// Why a reconcile ended where it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// `current == 0` with a non-zero minimum: the HPA does not act.
+    ScalingDisabled,
+    /// `current` above `max`: straight to `max`.
+    AboveMax,
+    /// `current` below `min`: straight to `min`.
+    BelowMin,
+    /// No metric could be computed: no change.
+    NoMetrics,
+    /// The normal path, with the limit that applied.
+    Normalized(Limited),
+}
+
+/// One reconcile's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconciled {
+    /// The raw proposal from the metric, when there was one.
+    pub proposal: Option<u32>,
+    /// After the stabilisation window (normal path only).
+    pub stabilized: Option<u32>,
+    pub desired: u32,
+    pub outcome: Outcome,
+}
+
+/// One reconcile (`reconcileAutoscaler` from the metric proposal on): seeds the history, runs the
+/// pre-checks, stabilises, rate-limits and clamps, and stores a scale event when the count
+/// changes (the caller is taken to apply the result).
+pub fn reconcile(
+    controller: &Controller,
+    spec: &Spec,
+    state: &mut State,
+    current: u32,
+    proposal: Option<u32>,
+    now: f64,
+) -> Reconciled {
+    let history = state.recommendations.get_or_insert_with(|| {
+        vec![Recommendation {
+            at: now,
+            replicas: current,
+        }]
+    });
+    let early = |desired, outcome| Reconciled {
+        proposal,
+        stabilized: None,
+        desired,
+        outcome,
+    };
+    let result = if current == 0 && spec.min != 0 {
+        early(0, Outcome::ScalingDisabled)
+    } else if current > spec.max {
+        early(spec.max, Outcome::AboveMax)
+    } else if current < spec.min {
+        early(spec.min, Outcome::BelowMin)
+    } else if let Some(raw) = proposal {
+        let (stabilized, (desired, limited)) = match &spec.behavior {
+            Some(behavior) => {
+                let down_default = controller.downscale_window_s;
+                let stabilized =
+                    stabilize::with_behavior(history, behavior, down_default, current, raw, now);
+                let events = rate::Events {
+                    up: &state.scale_up_events,
+                    down: &state.scale_down_events,
+                };
+                let limited = rate::with_behavior(current, stabilized, spec, behavior, events, now);
+                (stabilized, limited)
+            }
+            None => {
+                let window = controller.downscale_window_s;
+                let stabilized = stabilize::legacy(history, window, raw, now);
+                (
+                    stabilized,
+                    rate::legacy(controller, current, stabilized, spec.min, spec.max),
+                )
+            }
+        };
+        Reconciled {
+            proposal,
+            stabilized: Some(stabilized),
+            desired,
+            outcome: Outcome::Normalized(limited),
+        }
+    } else {
+        early(current, Outcome::NoMetrics)
+    };
+    if result.desired != current {
+        if let Some(behavior) = &spec.behavior {
+            rate::store_scale_event(state, behavior, current, result.desired, now);
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,17 @@
+//! From load signals to a replica count, as KEDA and its HPA would compute it.
+//!
+//! [`policy`] says what to scale on; [`demand`] turns replica signals into the metric's value
+//! (held requests included); [`lookahead`] projects it over the cold start; [`keda`] decides
+//! activation and the step to zero; [`hpa`] is the Kubernetes HPA algorithm; [`decision`] runs
+//! them in order and keeps the reasons. All pure: time is a parameter, nothing here does I/O.
+
+pub mod decision;
+pub mod demand;
+pub mod hpa;
+pub mod keda;
+pub mod lookahead;
+pub mod policy;
+
+pub use decision::{decide, evaluate, CounterSnapshot, Decision, Evaluation, ScalerState, Why};
+pub use demand::{Demand, Observation};
+pub use policy::{Metric, Policy, PolicyError};

@@ -1,0 +1,481 @@
+//! What to scale on and how: the metric, its per-replica target, bounds, windows and rates.
+//!
+//! A [`Policy`] comes from a string in the seed's syntax extended with keys
+//! (`queue:24,lookahead=90,min=0,cooldown=120,downpods=1`), from `decide`'s flags, or from a
+//! ScaledObject's trigger metadata; all three go through [`Policy::set`], so a key means the same
+//! thing everywhere and is validated once. Errors name the key and the value.
+
+use super::hpa::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The signal a policy scales on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Running + waiting requests (and held ones), per replica. The default.
+    Queue,
+    /// Waiting requests (and held ones), per replica.
+    Waiting,
+    /// Requests in the running batch, per replica.
+    Running,
+    /// KV-cache usage 0..1, averaged over replicas.
+    Kv,
+    /// CPU as a percentage of the pod's request, averaged over replicas.
+    Cpu,
+    /// Seed 002's R_needed: in-flight work over serving occupancy, in replicas.
+    Occupancy,
+    /// TTFT p95 over the target in seconds, as a utilisation.
+    Ttft,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 7] = [
+        Metric::Queue,
+        Metric::Waiting,
+        Metric::Running,
+        Metric::Kv,
+        Metric::Cpu,
+        Metric::Occupancy,
+        Metric::Ttft,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Queue => "queue",
+            Metric::Waiting => "waiting",
+            Metric::Running => "running",
+            Metric::Kv => "kv",
+            Metric::Cpu => "cpu",
+            Metric::Occupancy => "occupancy",
+            Metric::Ttft => "ttft",
+        }
+    }
+
+    /// Requests held at an activator add to this metric (they are waiting work).
+    pub fn counts_held(self) -> bool {
+        matches!(self, Metric::Queue | Metric::Waiting | Metric::Occupancy)
+    }
+
+    /// Only a running pod can produce this metric, so it cannot wake a deployment from zero.
+    pub fn needs_a_pod(self) -> bool {
+        matches!(self, Metric::Kv | Metric::Cpu)
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Metric {
+    type Err = PolicyError;
+
+    fn from_str(s: &str) -> Result<Metric, PolicyError> {
+        Metric::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| PolicyError::UnknownMetric(s.to_owned()))
+    }
+}
+
+/// A policy that cannot be used, naming what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("unknown metric {0:?}: expected queue, waiting, running, kv, cpu, occupancy or ttft")]
+    UnknownMetric(String),
+    #[error("policy {0:?} has no target: write it as metric:target, e.g. queue:24")]
+    MissingTarget(String),
+    #[error("unknown policy key {0:?}")]
+    UnknownKey(String),
+    #[error("{key}={value:?}: {expected}")]
+    BadValue {
+        key: String,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A complete scaling policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    pub metric: Metric,
+    /// Per-replica target, in the metric's unit (requests, fraction, percent, seconds, replicas).
+    pub target: f64,
+    pub min: u32,
+    pub max: u32,
+    /// KEDA activation: active while requests in flight (running + waiting + held) exceed it.
+    pub activation: f64,
+    /// KEDA `cooldownPeriod`: idle seconds before the last replica goes (min 0 only).
+    pub cooldown_s: f64,
+    /// How far ahead to project demand from its recent trend (the cold start), seconds.
+    pub lookahead_s: f64,
+    /// How much recent history the trend is fitted over, seconds.
+    pub trend_window_s: f64,
+    /// `None` runs the HPA's legacy path (an HPA without `behavior`).
+    pub behavior: Option<Behavior>,
+    /// The HPA controller's flags.
+    pub controller: Controller,
+    /// Whether scale-up / scale-down limits were given by key (they then replace the defaults).
+    #[serde(skip)]
+    custom_limits: [bool; 2],
+}
+
+/// The keys [`Policy::set`] accepts, for help texts and error messages.
+pub const KEYS: &[&str] = &[
+    "min",
+    "max",
+    "activation",
+    "cooldown",
+    "lookahead",
+    "trend",
+    "tolerance",
+    "uptolerance",
+    "downtolerance",
+    "upwindow",
+    "downwindow",
+    "uppods",
+    "uppercent",
+    "upperiod",
+    "upselect",
+    "downpods",
+    "downpercent",
+    "downperiod",
+    "downselect",
+    "legacy",
+];
+
+impl Policy {
+    /// A policy with infscale's defaults: min 1, max 10, KEDA's 300 s cooldown, no lookahead, the
+    /// HPA's default behavior (300 s down window, 100% or 4 pods up per 15 s).
+    pub fn new(metric: Metric, target: f64) -> Policy {
+        Policy {
+            metric,
+            target,
+            min: 1,
+            max: 10,
+            activation: 0.0,
+            cooldown_s: 300.0,
+            lookahead_s: 0.0,
+            trend_window_s: 60.0,
+            behavior: Some(Behavior::default()),
+            controller: Controller::default(),
+            custom_limits: [false; 2],
+        }
+    }
+
+    /// Parses `metric:target[,key=value...]` and validates the result.
+    pub fn parse(spec: &str) -> Result<Policy, PolicyError> {
+        let mut parts = spec.split(',');
+        let head = parts.next().unwrap_or_default().trim();
+        let (metric, target) = head
+            .split_once(':')
+            .ok_or_else(|| PolicyError::MissingTarget(spec.to_owned()))?;
+        let metric: Metric = metric.parse()?;
+        let target = number("target", target)?;
+        let mut policy = Policy::new(metric, target);
+        for part in parts.map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').ok_or_else(|| PolicyError::BadValue {
+                key: part.to_owned(),
+                value: String::new(),
+                expected: "expected key=value",
+            })?;
+            policy.set(key.trim(), value.trim())?;
+        }
+        policy.validate()?;
+        Ok(policy)
+    }
+
+    /// Sets one key. Scale-up or scale-down policies given by key replace that direction's
+    /// default list, as a user-given `policies` list does in an HPA.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), PolicyError> {
+        match key {
+            "min" => self.min = whole(key, value)?,
+            "max" => self.max = whole(key, value)?,
+            "activation" => self.activation = number(key, value)?,
+            "cooldown" => self.cooldown_s = number(key, value)?,
+            "lookahead" => self.lookahead_s = number(key, value)?,
+            "trend" => self.trend_window_s = number(key, value)?,
+            "tolerance" => self.controller.tolerance = number(key, value)?,
+            "legacy" => {
+                if boolean(key, value)? {
+                    self.behavior = None;
+                } else if self.behavior.is_none() {
+                    self.behavior = Some(Behavior::default());
+                }
+            }
+            _ => return self.set_behavior(key, value),
+        }
+        Ok(())
+    }
+
+    fn set_behavior(&mut self, key: &str, value: &str) -> Result<(), PolicyError> {
+        let (up, field) = if let Some(rest) = key.strip_prefix("up") {
+            (true, rest)
+        } else if let Some(rest) = key.strip_prefix("down") {
+            (false, rest)
+        } else {
+            return Err(PolicyError::UnknownKey(key.to_owned()));
+        };
+        if !matches!(
+            field,
+            "tolerance" | "window" | "pods" | "percent" | "period" | "select"
+        ) {
+            return Err(PolicyError::UnknownKey(key.to_owned()));
+        }
+        let behavior = self.behavior.get_or_insert_with(Behavior::default);
+        let rules = if up {
+            &mut behavior.scale_up
+        } else {
+            &mut behavior.scale_down
+        };
+        match field {
+            "tolerance" => rules.tolerance = Some(number(key, value)?),
+            "window" => rules.window_s = Some(whole(key, value)?),
+            "select" => rules.select = select(key, value)?,
+            "period" => {
+                let period = whole(key, value)?;
+                rules.policies.iter_mut().for_each(|p| p.period_s = period);
+            }
+            _ => {
+                let kind = if field == "pods" {
+                    RateKind::Pods
+                } else {
+                    RateKind::Percent
+                };
+                let custom = &mut self.custom_limits[usize::from(up)];
+                set_rate(
+                    rules,
+                    !std::mem::replace(custom, true),
+                    kind,
+                    whole(key, value)?,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the whole policy; every message names the key at fault.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let bad = |msg: String| Err(PolicyError::Invalid(msg));
+        if !(self.target.is_finite() && self.target > 0.0) {
+            return bad(format!("target {} must be a positive number", self.target));
+        }
+        if self.max == 0 {
+            return bad("max must be at least 1".into());
+        }
+        if self.min > self.max {
+            return bad(format!("min {} is above max {}", self.min, self.max));
+        }
+        if self.min == 0 && self.metric.needs_a_pod() {
+            return bad(format!(
+                "{} cannot scale from zero: with no pod there is no sample, so min=0 would never \
+                 wake up; use min >= 1, or a metric that counts held requests (queue, waiting, \
+                 occupancy)",
+                self.metric
+            ));
+        }
+        let non_negative = [
+            ("activation", self.activation),
+            ("cooldown", self.cooldown_s),
+            ("lookahead", self.lookahead_s),
+            ("tolerance", self.controller.tolerance),
+        ];
+        for (key, v) in non_negative {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(format!("{key} {v} must be a number >= 0"));
+            }
+        }
+        if !(self.trend_window_s.is_finite() && self.trend_window_s > 0.0) {
+            return bad(format!(
+                "trend {} must be a positive number of seconds",
+                self.trend_window_s
+            ));
+        }
+        if let Some(behavior) = &self.behavior {
+            for (dir, rules) in [("up", &behavior.scale_up), ("down", &behavior.scale_down)] {
+                validate_rules(dir, rules)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The HPA's minimum: KEDA never lets its HPA go below 1; 0 <-> 1 is KEDA's own step.
+    pub fn hpa_min(&self) -> u32 {
+        self.min.max(1)
+    }
+}
+
+fn validate_rules(dir: &str, rules: &Rules) -> Result<(), PolicyError> {
+    let bad = |msg: String| Err(PolicyError::Invalid(msg));
+    if rules.window_s.is_some_and(|w| w > 3600) {
+        return bad(format!("{dir}window must be between 0 and 3600 seconds"));
+    }
+    if let Some(t) = rules.tolerance {
+        if !(t.is_finite() && t >= 0.0) {
+            return bad(format!("{dir}tolerance {t} must be a number >= 0"));
+        }
+    }
+    for p in &rules.policies {
+        if p.value == 0 {
+            return bad(format!("{dir} policy values must be above 0"));
+        }
+        if !(1..=1800).contains(&p.period_s) {
+            return bad(format!("{dir}period must be between 1 and 1800 seconds"));
+        }
+    }
+    Ok(())
+}
+
+/// Sets the Pods or Percent limit of one direction. The first limit given by key replaces the
+/// direction's defaults; later ones are added beside it.
+fn set_rate(rules: &mut Rules, first: bool, kind: RateKind, value: u32) {
+    let period_s = rules.policies.first().map_or(15, |p| p.period_s);
+    if first {
+        rules.policies.clear();
+    }
+    rules.policies.retain(|p| p.kind != kind);
+    rules.policies.push(RatePolicy {
+        kind,
+        value,
+        period_s,
+    });
+}
+
+fn number(key: &str, value: &str) -> Result<f64, PolicyError> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| PolicyError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            expected: "expected a number",
+        })
+}
+
+fn whole(key: &str, value: &str) -> Result<u32, PolicyError> {
+    value
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| PolicyError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            expected: "expected a whole number >= 0",
+        })
+}
+
+fn boolean(key: &str, value: &str) -> Result<bool, PolicyError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(PolicyError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            expected: "expected true or false",
+        }),
+    }
+}
+
+fn select(key: &str, value: &str) -> Result<Select, PolicyError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "max" => Ok(Select::Max),
+        "min" => Ok(Select::Min),
+        "disabled" => Ok(Select::Disabled),
+        _ => Err(PolicyError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            expected: "expected Max, Min or Disabled",
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_seed_policies() {
+        let p = Policy::parse("queue:24,lookahead=90").unwrap();
+        assert_eq!(
+            (p.metric, p.target, p.lookahead_s),
+            (Metric::Queue, 24.0, 90.0)
+        );
+        let p = Policy::parse("queue:24,min=0,cooldown=120").unwrap();
+        assert_eq!((p.min, p.cooldown_s), (0, 120.0));
+        let p = Policy::parse("cpu:60").unwrap();
+        assert_eq!((p.metric, p.target, p.min), (Metric::Cpu, 60.0, 1));
+        assert_eq!(
+            Policy::parse("occupancy:2").unwrap().metric,
+            Metric::Occupancy
+        );
+        assert_eq!(Policy::parse("ttft:1.5").unwrap().target, 1.5);
+    }
+
+    #[test]
+    fn down_policies_replace_the_default_list() {
+        let p = Policy::parse("queue:24,downpods=1").unwrap();
+        let down = &p.behavior.unwrap().scale_down;
+        assert_eq!(
+            down.policies,
+            vec![RatePolicy {
+                kind: RateKind::Pods,
+                value: 1,
+                period_s: 15
+            }]
+        );
+        for spec in [
+            "queue:24,downpods=1,downpercent=50,downperiod=60",
+            "queue:24,downperiod=60,downpercent=50,downpods=1",
+        ] {
+            let p = Policy::parse(spec).unwrap();
+            let down = &p.behavior.unwrap().scale_down;
+            assert_eq!(down.policies.len(), 2, "{spec}");
+            assert!(down.policies.iter().all(|p| p.period_s == 60), "{spec}");
+        }
+        // Re-stating the default keeps it, beside the new limit.
+        let p = Policy::parse("queue:24,downpercent=100,downpods=1").unwrap();
+        assert_eq!(p.behavior.unwrap().scale_down.policies.len(), 2);
+    }
+
+    #[test]
+    fn legacy_drops_behavior() {
+        assert_eq!(Policy::parse("queue:4,legacy=true").unwrap().behavior, None);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = Policy::parse("queue:4,min=lots").unwrap_err().to_string();
+        assert!(e.contains("min=\"lots\""), "{e}");
+        let e = Policy::parse("queue:4,colour=red").unwrap_err().to_string();
+        assert!(e.contains("colour"), "{e}");
+        let e = Policy::parse("gpu:4").unwrap_err().to_string();
+        assert!(e.contains("gpu"), "{e}");
+        assert!(matches!(
+            Policy::parse("queue"),
+            Err(PolicyError::MissingTarget(_))
+        ));
+        let e = Policy::parse("queue:4,downselect=sometimes")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("downselect"), "{e}");
+    }
+
+    #[test]
+    fn refuses_what_cannot_work() {
+        for spec in ["cpu:60,min=0", "kv:0.8,min=0"] {
+            let e = Policy::parse(spec).unwrap_err().to_string();
+            assert!(e.contains("cannot scale from zero"), "{e}");
+        }
+        assert!(Policy::parse("queue:0").is_err());
+        assert!(Policy::parse("queue:4,min=5,max=3").is_err());
+        assert!(Policy::parse("queue:4,downperiod=0,downpods=1").is_err());
+        assert!(Policy::parse("queue:4,upwindow=4000").is_err());
+        assert!(Policy::parse("queue:24,min=0").is_ok());
+    }
+}
