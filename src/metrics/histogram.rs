@@ -9,8 +9,41 @@ use serde::{Deserialize, Serialize};
 /// One cumulative bucket: observations less than or equal to `le`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
+    /// Serialised as in the text format, so `+Inf` survives JSON.
+    #[serde(with = "bound")]
     pub le: f64,
     pub count: f64,
+}
+
+/// A bucket bound as JSON: a number, or `"+Inf"` / `"-Inf"` (JSON has no infinities).
+mod bound {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(le: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if le.is_finite() {
+            s.serialize_f64(*le)
+        } else if *le > 0.0 {
+            s.serialize_str("+Inf")
+        } else {
+            s.serialize_str("-Inf")
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Number(f64),
+        Text(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match Written::deserialize(d)? {
+            Written::Number(v) => Ok(v),
+            Written::Text(t) => crate::metrics::exposition::parse_float(&t)
+                .filter(|v| !v.is_nan())
+                .ok_or_else(|| serde::de::Error::custom(format!("bad bucket bound {t:?}"))),
+        }
+    }
 }
 
 /// Cumulative buckets, sorted by upper bound, one per distinct `le`.
@@ -179,6 +212,14 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn infinite_bounds_survive_json() {
+        let h = hist(&[(0.5, 1.0), (INF, 2.0)]);
+        let json = serde_json::to_string(&h).unwrap();
+        assert!(json.contains("\"+Inf\""), "{json}");
+        assert_eq!(serde_json::from_str::<Histogram>(&json).unwrap(), h);
     }
 
     #[test]
