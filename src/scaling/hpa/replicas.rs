@@ -4,6 +4,8 @@
 //! milli-units (`int64(value * 1000)`, truncated). So the proposal for any infscale metric is
 //! [`external_per_pod`] on those integers: within tolerance of `value / (target x status
 //! replicas)` it keeps the status count, otherwise it asks for `ceil(value / target)`.
+//! [`external_value`] (a `Value` target) and [`resource_utilization`] (CPU) complete the HPA's
+//! calculator for the cases Kubernetes' own tests exercise.
 
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +71,67 @@ pub fn external_per_pod(
     (replicas, usage)
 }
 
+/// The sum of metric values in milli-units; a positive overflow saturates at i64::MAX (1.33+).
+pub fn sum_milli(values: &[i64]) -> i64 {
+    values.iter().fold(0i64, |acc, v| acc.saturating_add(*v))
+}
+
+/// Why a Value-target proposal could not be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicaError {
+    #[error("no ready pods match the HPA's selector")]
+    NoReadyPods,
+    #[error("the pods' CPU requests sum to zero")]
+    NoRequests,
+}
+
+/// An External (or Object) metric with a `Value` target (`GetExternalMetricReplicas`): within
+/// tolerance of `total / target` it keeps `current`; otherwise `ceil(ratio x ready pods)`. From
+/// zero replicas the tolerance is not applied and the result is `ceil(ratio)`.
+pub fn external_value(
+    total_milli: i64,
+    target_milli: i64,
+    current_replicas: u32,
+    ready_pods: u32,
+    tolerances: Tolerances,
+) -> Result<u32, ReplicaError> {
+    let ratio = total_milli as f64 / target_milli as f64;
+    if current_replicas == 0 {
+        return Ok(ceil_replicas(ratio));
+    }
+    if tolerances.is_within(ratio) {
+        return Ok(current_replicas);
+    }
+    if ready_pods == 0 {
+        return Err(ReplicaError::NoReadyPods);
+    }
+    Ok(ceil_replicas(ratio * f64::from(ready_pods)))
+}
+
+/// A Resource metric with an `Utilization` target, every pod ready and reporting
+/// (`calcPlainMetricReplicas` without its second pass): utilisation is the integer percentage
+/// of summed usage over summed requests; within tolerance of `utilisation / target` it keeps
+/// `current`, otherwise `ceil(ratio x pods)`.
+pub fn resource_utilization(
+    usage_milli: &[i64],
+    request_milli: &[i64],
+    target_percent: u32,
+    current_replicas: u32,
+    tolerances: Tolerances,
+) -> Result<u32, ReplicaError> {
+    let usage = sum_milli(usage_milli);
+    let requests = sum_milli(request_milli);
+    if requests == 0 {
+        return Err(ReplicaError::NoRequests);
+    }
+    let utilization = usage.saturating_mul(100) / requests;
+    let ratio = utilization as f64 / f64::from(target_percent);
+    if tolerances.is_within(ratio) {
+        return Ok(current_replicas);
+    }
+    Ok(ceil_replicas(ratio * usage_milli.len() as f64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +176,35 @@ mod tests {
     fn from_zero_status_replicas_the_ratio_is_never_within() {
         assert_eq!(external_per_pod(5_000, 4_000, 0, TEN_PERCENT).0, 2);
         assert_eq!(external_per_pod(0, 4_000, 0, TEN_PERCENT).0, 0);
+    }
+
+    #[test]
+    fn value_targets_multiply_by_ready_pods() {
+        // 3 replicas, 1 ready: 8600 / 4400 x 1 -> 2.
+        assert_eq!(external_value(8_600, 4_400, 3, 1, TEN_PERCENT), Ok(2));
+        // From zero the tolerance is not applied: ratio 1.0 -> 1.
+        assert_eq!(external_value(1_000, 1_000, 0, 0, TEN_PERCENT), Ok(1));
+        assert_eq!(
+            external_value(9_000, 1_000, 2, 0, TEN_PERCENT),
+            Err(ReplicaError::NoReadyPods)
+        );
+    }
+
+    #[test]
+    fn sums_saturate() {
+        let half = i64::MAX / 2 + 1;
+        assert_eq!(sum_milli(&[half, half]), i64::MAX);
+    }
+
+    #[test]
+    fn cpu_utilisation_is_an_integer_percentage() {
+        // 1400 m used of 5000 m requested: 28%, against 50% on 5 pods -> ceil(2.8) = 3.
+        let usage = [100, 300, 500, 250, 250];
+        let requests = [1000; 5];
+        assert_eq!(
+            resource_utilization(&usage, &requests, 50, 5, TEN_PERCENT),
+            Ok(3)
+        );
     }
 
     #[test]

@@ -1,0 +1,499 @@
+//! infscale's HPA against Kubernetes' own test cases.
+//!
+//! Reads every `*.json` file in the directory named by `INFSCALE_HPA_VECTORS` (default
+//! `../shared/hpa` next to the project root, or this repository's copy in `tests/hpa` where that
+//! is absent), runs each vector through the stage its `kind` names, and prints
+//! `hpa vectors: N passed, M failed` and then the id, inputs and actual result of each failure.
+//! Fails when any vector fails or none was read. The format is defined by the file's
+//! `meta.conventions`; harness settings are passed as parameters, never as changed defaults.
+
+use infscale::scaling::hpa::rate::{self, Events};
+use infscale::scaling::hpa::replicas::{self, Tolerances};
+use infscale::scaling::hpa::stabilize;
+use infscale::scaling::hpa::{
+    reconcile, Behavior, Controller, RateKind, RatePolicy, Recommendation, Rules, ScaleEvent,
+    Select, Spec, State,
+};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The evaluation time; vectors give ages in seconds before it.
+const NOW: f64 = 100_000.0;
+
+type Outcome = Result<(), String>;
+
+fn vectors_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("INFSCALE_HPA_VECTORS") {
+        return PathBuf::from(dir);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shared = root.join("../shared/hpa");
+    if shared.is_dir() {
+        shared
+    } else {
+        root.join("tests/hpa")
+    }
+}
+
+#[test]
+fn kubernetes_hpa_vectors() {
+    let dir = vectors_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    let (mut passed, mut failures) = (0, Vec::new());
+    for file in &files {
+        let text =
+            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let doc: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{}: not JSON: {e}", file.display()));
+        let Some(vectors) = doc["vectors"].as_array() else {
+            failures.push(format!("{}: no \"vectors\" array", file.display()));
+            continue;
+        };
+        for v in vectors {
+            let id = v["id"].as_str().unwrap_or("?");
+            match run(v) {
+                Ok(()) => passed += 1,
+                Err(actual) => failures.push(format!(
+                    "{id} ({}, {}): inputs {} expected {} actual: {actual}",
+                    v["kind"].as_str().unwrap_or("?"),
+                    file.file_name().unwrap_or_default().to_string_lossy(),
+                    v["inputs"],
+                    v["expected"]
+                )),
+            }
+        }
+    }
+    println!("hpa vectors: {passed} passed, {} failed", failures.len());
+    for f in &failures {
+        println!("{f}");
+    }
+    assert!(passed > 0, "no vector was read from {}", dir.display());
+    assert!(failures.is_empty(), "{} vector(s) failed", failures.len());
+}
+
+fn run(v: &Value) -> Outcome {
+    let inputs = &v["inputs"];
+    let expected = &v["expected"];
+    match v["kind"].as_str().unwrap_or_default() {
+        "stabilization_only" => stabilization(inputs, expected),
+        "legacy_stabilization_only" => legacy_stabilization(inputs, expected),
+        "rate_limit_only" => rate_limit(inputs, expected),
+        "scale_up_limit_only" => raw_limit(inputs, expected, true),
+        "scale_down_limit_only" => raw_limit(inputs, expected, false),
+        "replicas_change_per_period" => change_per_period(inputs, expected),
+        "legacy_rules_only" => legacy_rules(inputs, expected),
+        "metric_replicas" => metric_replicas(inputs, expected),
+        "controller_reconcile" => controller_reconcile(inputs, expected),
+        "integration_step" => integration_step(inputs, expected),
+        other => Err(format!("unknown kind {other:?}")),
+    }
+}
+
+// ---- reading the format ----
+
+fn int(v: &Value, key: &str) -> Result<i64, String> {
+    let field = &v[key];
+    field
+        .as_i64()
+        .or_else(|| field.as_str().and_then(|s| s.parse().ok()))
+        .ok_or_else(|| format!("field {key:?} is not an integer: {field}"))
+}
+
+fn uint(v: &Value, key: &str) -> Result<u32, String> {
+    u32::try_from(int(v, key)?).map_err(|_| format!("field {key:?} out of range"))
+}
+
+fn ints(v: &Value, key: &str) -> Result<Vec<i64>, String> {
+    let list = v[key]
+        .as_array()
+        .ok_or_else(|| format!("field {key:?} is not a list"))?;
+    list.iter()
+        .map(|x| {
+            x.as_i64()
+                .or_else(|| x.as_str().and_then(|s| s.parse().ok()))
+                .ok_or_else(|| format!("{key}: {x} is not an integer"))
+        })
+        .collect()
+}
+
+fn float(v: &Value, key: &str) -> Result<f64, String> {
+    v[key]
+        .as_f64()
+        .ok_or_else(|| format!("field {key:?} is not a number"))
+}
+
+fn recommendations(v: &Value) -> Result<Vec<Recommendation>, String> {
+    let list = v.as_array().ok_or("recommendations are not a list")?;
+    list.iter()
+        .map(|r| {
+            Ok(Recommendation {
+                at: NOW - float(r, "secondsAgo")?,
+                replicas: uint(r, "replicas")?,
+            })
+        })
+        .collect()
+}
+
+fn events(v: &Value) -> Result<Vec<ScaleEvent>, String> {
+    let Some(list) = v.as_array() else {
+        return Ok(Vec::new());
+    };
+    list.iter()
+        .map(|e| {
+            Ok(ScaleEvent {
+                at: NOW - float(e, "secondsAgo")?,
+                change: uint(e, "replicaChange")?,
+                outdated: false,
+            })
+        })
+        .collect()
+}
+
+fn select(v: &Value) -> Result<Select, String> {
+    match v.as_str() {
+        None | Some("Max") => Ok(Select::Max),
+        Some("Min") => Ok(Select::Min),
+        Some("Disabled") => Ok(Select::Disabled),
+        Some(other) => Err(format!("unknown selectPolicy {other:?}")),
+    }
+}
+
+/// One direction's rules, API defaults filling what the vector leaves out.
+fn rules(v: &Value, defaults: Rules) -> Result<Rules, String> {
+    if v.is_null() {
+        return Ok(defaults);
+    }
+    let window_s = match &v["stabilizationWindowSeconds"] {
+        Value::Null if v.get("stabilizationWindowSeconds").is_some() => None,
+        Value::Null => defaults.window_s,
+        _ => Some(uint(v, "stabilizationWindowSeconds")?),
+    };
+    let policies = match v["policies"].as_array() {
+        None => defaults.policies,
+        Some(list) => list
+            .iter()
+            .map(|p| {
+                let kind = match p["type"].as_str() {
+                    Some("Pods") => RateKind::Pods,
+                    Some("Percent") => RateKind::Percent,
+                    other => return Err(format!("unknown policy type {other:?}")),
+                };
+                Ok(RatePolicy {
+                    kind,
+                    value: uint(p, "value")?,
+                    period_s: uint(p, "periodSeconds")?,
+                })
+            })
+            .collect::<Result<_, String>>()?,
+    };
+    Ok(Rules {
+        window_s,
+        select: select(&v["selectPolicy"])?,
+        policies,
+        tolerance: v["tolerance"].as_f64(),
+    })
+}
+
+fn behavior(v: &Value) -> Result<Option<Behavior>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    Ok(Some(Behavior {
+        scale_up: rules(&v["scaleUp"], Rules::default_up())?,
+        scale_down: rules(&v["scaleDown"], Rules::default_down())?,
+    }))
+}
+
+/// The controller's flags from a vector's harness settings (production defaults otherwise).
+fn controller(inputs: &Value) -> Controller {
+    let h = &inputs["harness"];
+    let defaults = Controller::default();
+    Controller {
+        tolerance: h["tolerance"].as_f64().unwrap_or(defaults.tolerance),
+        downscale_window_s: h["downscaleStabilizationWindowSeconds"]
+            .as_u64()
+            .map_or(defaults.downscale_window_s, |w| w as u32),
+        scale_up_limit_factor: h["scaleUpLimitFactor"]
+            .as_f64()
+            .unwrap_or(defaults.scale_up_limit_factor),
+        scale_up_limit_minimum: defaults.scale_up_limit_minimum,
+    }
+}
+
+fn check<T: PartialEq + std::fmt::Debug>(what: &str, actual: T, expected: T) -> Outcome {
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(format!("{what} {actual:?}"))
+    }
+}
+
+// ---- the stages ----
+
+fn stabilization(inputs: &Value, expected: &Value) -> Outcome {
+    let b = behavior(&inputs["behavior"])?.ok_or("stabilization needs a behavior")?;
+    let mut history = recommendations(&inputs["priorRecommendations"])?;
+    let default_down = controller(inputs).downscale_window_s;
+    let current = uint(inputs, "currentReplicas")?;
+    let desired = uint(inputs, "desiredReplicas")?;
+    let got = stabilize::with_behavior(&mut history, &b, default_down, current, desired, NOW);
+    check("desiredReplicas", got, uint(expected, "desiredReplicas")?)?;
+    if expected.get("storedRecommendations").is_some() {
+        let stored: Vec<i64> = history.iter().map(|r| i64::from(r.replicas)).collect();
+        check(
+            "storedRecommendations",
+            stored,
+            ints(expected, "storedRecommendations")?,
+        )?;
+    }
+    Ok(())
+}
+
+fn legacy_stabilization(inputs: &Value, expected: &Value) -> Outcome {
+    let mut history = recommendations(&inputs["priorRecommendations"])?;
+    let window = uint(inputs, "downscaleStabilizationWindowSeconds")?;
+    let got = stabilize::legacy(&mut history, window, uint(inputs, "desiredReplicas")?, NOW);
+    check("desiredReplicas", got, uint(expected, "desiredReplicas")?)?;
+    if expected.get("storedRecommendationsLength").is_some() {
+        check(
+            "storedRecommendationsLength",
+            history.len() as i64,
+            int(expected, "storedRecommendationsLength")?,
+        )?;
+    }
+    Ok(())
+}
+
+fn rate_limit(inputs: &Value, expected: &Value) -> Outcome {
+    let b = behavior(&inputs["behavior"])?.ok_or("rate limits need a behavior")?;
+    let spec = Spec {
+        min: uint(inputs, "minReplicas")?,
+        max: uint(inputs, "maxReplicas")?,
+        behavior: Some(b.clone()),
+    };
+    let up = events(&inputs["priorScaleUpEvents"])?;
+    let down = events(&inputs["priorScaleDownEvents"])?;
+    let evs = Events {
+        up: &up,
+        down: &down,
+    };
+    let current = uint(inputs, "currentReplicas")?;
+    let desired = uint(inputs, "desiredReplicas")?;
+    let (got, reason) = rate::with_behavior(current, desired, &spec, &b, evs, NOW);
+    check("desiredReplicas", got, uint(expected, "desiredReplicas")?)?;
+    if let Some(want) = expected["reason"].as_str() {
+        check("reason", reason.name(), want)?;
+    }
+    Ok(())
+}
+
+fn raw_limit(inputs: &Value, expected: &Value, up: bool) -> Outcome {
+    let defaults = if up {
+        Rules::default_up()
+    } else {
+        Rules::default_down()
+    };
+    let r = rules(&inputs["scalingRules"], defaults)?;
+    let up_events = events(&inputs["priorScaleUpEvents"])?;
+    let down_events = events(&inputs["priorScaleDownEvents"])?;
+    let evs = Events {
+        up: &up_events,
+        down: &down_events,
+    };
+    let current = uint(inputs, "currentReplicas")?;
+    let limit = if up {
+        rate::scale_up_limit(current, evs, &r, NOW)
+    } else {
+        rate::scale_down_limit(current, evs, &r, NOW)
+    };
+    check("limit", limit, int(expected, "limit")?)
+}
+
+fn change_per_period(inputs: &Value, expected: &Value) -> Outcome {
+    let evs = events(&inputs["events"])?;
+    let got = rate::change_in_period(uint(inputs, "periodSeconds")?, &evs, NOW);
+    check(
+        "replicaChangeInPeriod",
+        got,
+        int(expected, "replicaChangeInPeriod")?,
+    )
+}
+
+fn legacy_rules(inputs: &Value, expected: &Value) -> Outcome {
+    let c = Controller {
+        scale_up_limit_factor: float(inputs, "scaleUpLimitFactor")?,
+        scale_up_limit_minimum: float(inputs, "scaleUpLimitMinimum")?,
+        ..Controller::default()
+    };
+    let (got, reason) = rate::legacy(
+        &c,
+        uint(inputs, "currentReplicas")?,
+        uint(inputs, "desiredReplicas")?,
+        uint(inputs, "minReplicas")?,
+        uint(inputs, "maxReplicas")?,
+    );
+    check("desiredReplicas", got, uint(expected, "desiredReplicas")?)?;
+    check(
+        "reason",
+        reason.name(),
+        expected["reason"].as_str().unwrap_or_default(),
+    )
+}
+
+/// One metric's proposal (and usage) the way the replica calculator makes it.
+fn proposal(
+    metric: &Value,
+    current: u32,
+    status: u32,
+    tolerances: Tolerances,
+) -> Result<(u32, Option<i64>), String> {
+    let source = metric["sourceType"].as_str().unwrap_or_default();
+    let target = metric["targetType"].as_str().unwrap_or_default();
+    match (source, target) {
+        ("External" | "Object", "Value") => {
+            let total = replicas::sum_milli(&ints(metric, "valuesMilli")?);
+            let ready = uint(metric, "readyPods").unwrap_or(current);
+            let got = replicas::external_value(
+                total,
+                int(metric, "targetMilli")?,
+                current,
+                ready,
+                tolerances,
+            )
+            .map_err(|e| e.to_string())?;
+            Ok((got, Some(total)))
+        }
+        ("External" | "Object", "AverageValue") => {
+            let total = replicas::sum_milli(&ints(metric, "valuesMilli")?);
+            let status = uint(metric, "statusReplicas").unwrap_or(status);
+            let (got, usage) =
+                replicas::external_per_pod(total, int(metric, "targetMilli")?, status, tolerances);
+            Ok((got, Some(usage)))
+        }
+        ("Pods", "AverageValue") => {
+            // Per-pod values averaged over the pods that reported (`calcPlainMetricReplicas`).
+            let values = ints(metric, "podValuesMilli").or_else(|_| ints(metric, "valuesMilli"))?;
+            if values.is_empty() {
+                return Err("no pod reported the metric".into());
+            }
+            let total = replicas::sum_milli(&values);
+            let ratio = total as f64 / values.len() as f64 / int(metric, "targetMilli")? as f64;
+            let got = if tolerances.is_within(ratio) {
+                current
+            } else {
+                replicas::ceil_replicas(ratio * values.len() as f64)
+            };
+            Ok((got, Some(total / values.len() as i64)))
+        }
+        ("Resource", "Utilization") => {
+            let got = replicas::resource_utilization(
+                &ints(metric, "podUsageMilli")?,
+                &ints(metric, "podRequestMilli")?,
+                uint(metric, "targetAverageUtilization")?,
+                current,
+                tolerances,
+            )
+            .map_err(|e| e.to_string())?;
+            Ok((got, None))
+        }
+        other => Err(format!("unsupported metric {other:?}")),
+    }
+}
+
+fn metric_replicas(inputs: &Value, expected: &Value) -> Outcome {
+    let t = &inputs["tolerance"];
+    let tolerances = Tolerances {
+        scale_up: float(t, "scaleUp")?,
+        scale_down: float(t, "scaleDown")?,
+    };
+    let current = uint(inputs, "currentReplicas")?;
+    let (got, usage) = proposal(&inputs["metric"], current, current, tolerances)?;
+    check("replicas", got, uint(expected, "replicas")?)?;
+    if expected.get("usageMilli").is_some() {
+        check("usageMilli", usage, Some(int(expected, "usageMilli")?))?;
+    }
+    Ok(())
+}
+
+fn spec_of(inputs: &Value) -> Result<Spec, String> {
+    Ok(Spec {
+        min: uint(inputs, "minReplicas").unwrap_or(1),
+        max: uint(inputs, "maxReplicas")?,
+        behavior: behavior(&inputs["behavior"])?,
+    })
+}
+
+fn controller_reconcile(inputs: &Value, expected: &Value) -> Outcome {
+    let c = controller(inputs);
+    let spec = spec_of(inputs)?;
+    let current = uint(inputs, "currentReplicas")?;
+    let status = uint(inputs, "statusReplicas").unwrap_or(current);
+    let mut state = State {
+        recommendations: match &inputs["priorRecommendations"] {
+            Value::Null => None,
+            list => Some(recommendations(list)?),
+        },
+        ..State::default()
+    };
+    let tolerances = c.tolerances(spec.behavior.as_ref());
+    let raw = match &inputs["metric"] {
+        Value::Null => None,
+        metric => Some(proposal(metric, current, status, tolerances)?.0),
+    };
+    let r = reconcile(&c, &spec, &mut state, current, raw, NOW);
+    check(
+        "desiredReplicas",
+        r.desired,
+        uint(expected, "desiredReplicas")?,
+    )?;
+    if let Some(want) = expected["scalingLimitedReason"].as_str() {
+        let got = match r.outcome {
+            infscale::scaling::hpa::Outcome::Normalized(limited) => limited.name(),
+            _ => "none",
+        };
+        check("scalingLimitedReason", got, want)?;
+    }
+    Ok(())
+}
+
+/// Runs the real controller's loop for one integration step: a fresh HPA at the step's counts,
+/// one reconcile per resync period, each result applied, for ten periods (status stays as given:
+/// the test marks pods scheduled only between steps).
+fn integration_step(inputs: &Value, expected: &Value) -> Outcome {
+    let c = controller(inputs);
+    let spec = spec_of(inputs)?;
+    let resync = inputs["harness"]["resyncPeriodSeconds"]
+        .as_f64()
+        .unwrap_or(15.0);
+    let mut current = uint(inputs, "currentReplicas")?;
+    let status = uint(inputs, "statusReplicas")?;
+    let tolerances = c.tolerances(spec.behavior.as_ref());
+    let mut state = State::default();
+    let mut seen = vec![current];
+    for period in 0..10 {
+        let raw = proposal(&inputs["metric"], current, status, tolerances)?.0;
+        let now = NOW + f64::from(period) * resync;
+        current = reconcile(&c, &spec, &mut state, current, Some(raw), now).desired;
+        seen.push(current);
+    }
+    let assertion = &expected["assertion"];
+    if let Some(n) = assertion["atLeastReplicas"].as_u64() {
+        if !seen.iter().any(|&r| u64::from(r) >= n) {
+            return Err(format!("never reached {n}: {seen:?}"));
+        }
+    }
+    if let Some(n) = assertion["noMoreThanReplicas"].as_u64() {
+        if !seen.iter().any(|&r| u64::from(r) <= n) {
+            return Err(format!("never came down to {n}: {seen:?}"));
+        }
+    }
+    if let Some(n) = expected["steadyStateDesiredReplicas"].as_u64() {
+        check("steady state", u64::from(current), n).map_err(|e| format!("{e} after {seen:?}"))?;
+    }
+    Ok(())
+}
