@@ -16,4 +16,5 @@
 pub mod cli;
 pub mod metrics;
 pub mod scaling;
+pub mod sim;
 pub mod source;

@@ -37,8 +37,18 @@ fn vectors_dir() -> PathBuf {
 
 #[test]
 fn kubernetes_hpa_vectors() {
-    let dir = vectors_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+    check_dir(&vectors_dir());
+}
+
+/// The repository's own directory: the shipped file plus `transcribed-vectors.json`, the other
+/// cases of the same Kubernetes tests, written out in the same format.
+#[test]
+fn vectors_kept_in_the_repository() {
+    check_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hpa"));
+}
+
+fn check_dir(dir: &Path) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
@@ -68,7 +78,11 @@ fn kubernetes_hpa_vectors() {
             }
         }
     }
-    println!("hpa vectors: {passed} passed, {} failed", failures.len());
+    println!(
+        "hpa vectors: {passed} passed, {} failed ({})",
+        failures.len(),
+        dir.display()
+    );
     for f in &failures {
         println!("{f}");
     }

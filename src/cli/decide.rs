@@ -41,7 +41,7 @@ pub struct Args {
     /// Seconds to project demand ahead along its trend (the cold start) [default: 0].
     #[arg(long, value_name = "SECONDS")]
     pub lookahead: Option<f64>,
-    /// Seconds of history the trend is fitted over [default: 60].
+    /// Seconds of history the trend is fitted over [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub trend: Option<f64>,
     /// KEDA cooldownPeriod: idle seconds before the last replica goes [default: 300].

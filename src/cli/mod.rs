@@ -4,9 +4,12 @@
 //! and exit with status 2.
 
 mod decide;
+mod gpu;
 mod parse;
 mod read;
+mod simulate;
 mod table;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -25,6 +28,27 @@ pub enum Command {
     Parse(parse::Args),
     /// Decide a replica count from /metrics pages, held requests and a policy, with reasons.
     Decide(Box<decide::Args>),
+    #[command(flatten)]
+    Tuning(Tuning),
+}
+
+/// The offline tuning subcommands, which `infscale-sim` carries alone.
+#[derive(Debug, Subcommand)]
+pub enum Tuning {
+    /// Print the GPU replica model's derived numbers.
+    Gpu(Box<gpu::Args>),
+    /// Replay a trace through simulated GPU replicas under the KEDA + HPA loop.
+    Simulate(Box<simulate::Args>),
+    /// Search policies on a trace: the Pareto frontier and a ready-to-apply ScaledObject.
+    Tune(Box<tune::Args>),
+}
+
+/// `infscale-sim`: the simulator and tuner for people who only tune offline.
+#[derive(Debug, Parser)]
+#[command(name = "infscale-sim", version, about = "Simulate and tune infscale policies offline.", long_about = None)]
+pub struct SimCli {
+    #[command(subcommand)]
+    pub command: Tuning,
 }
 
 /// Exit status for bad input, an invalid policy, or a page with bad lines.
@@ -32,11 +56,24 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     match cli.command {
-        Command::Parse(args) => runtime.block_on(parse::run(args)),
-        Command::Decide(args) => runtime.block_on(decide::run(*args)),
+        Command::Parse(args) => runtime()?.block_on(parse::run(args)),
+        Command::Decide(args) => runtime()?.block_on(decide::run(*args)),
+        Command::Tuning(command) => run_tuning(command),
     }
+}
+
+/// Runs a tuning subcommand (both binaries).
+pub fn run_tuning(command: Tuning) -> anyhow::Result<ExitCode> {
+    match command {
+        Tuning::Gpu(args) => gpu::run(*args),
+        Tuning::Simulate(args) => simulate::run(*args),
+        Tuning::Tune(args) => tune::run(*args),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }

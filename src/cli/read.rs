@@ -2,8 +2,8 @@
 //! page exists (`--previous`, a second scrape `--interval` seconds later, or the state file).
 
 use crate::metrics::exposition::Scan;
-use crate::metrics::{read_page, Counters, Rates, Replica, ServerChoice};
-use crate::scaling::CounterSnapshot;
+use crate::metrics::rates::Snapshot;
+use crate::metrics::{read_page, Replica, ServerChoice};
 use crate::source::{Reader, DEFAULT_MAX_BYTES};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -52,7 +52,7 @@ pub struct Read {
 pub async fn read_all(
     sources: &[String],
     args: &SourceArgs,
-    mut counters: Option<&mut BTreeMap<String, CounterSnapshot>>,
+    mut counters: Option<&mut BTreeMap<String, Snapshot>>,
     now: f64,
 ) -> anyhow::Result<Vec<Read>> {
     if !args.previous.is_empty() && args.previous.len() != sources.len() {
@@ -82,8 +82,12 @@ pub async fn read_all(
     let reader = Reader::new(Duration::from_secs_f64(args.timeout), args.max_bytes)
         .context("cannot build the HTTP client")?;
 
-    // Earlier counters per source: --previous pages, a first scrape, or the state file.
-    let mut earlier: Vec<Option<(Counters, f64)>> = vec![None; sources.len()];
+    // Each source's earlier scrape: a --previous page, a first scrape, or the state file.
+    let mut earlier: Vec<Option<Snapshot>> = vec![None; sources.len()];
+    let snapshot = |counters, interval: f64| Snapshot {
+        at: now - interval,
+        counters,
+    };
     if !args.previous.is_empty() {
         let interval = args.interval.unwrap_or(15.0);
         for (slot, previous) in earlier.iter_mut().zip(&args.previous) {
@@ -92,7 +96,7 @@ pub async fn read_all(
             let signals = read
                 .signals
                 .map_err(|e| anyhow::anyhow!("{previous}: {e}"))?;
-            *slot = Some((signals.counters, interval));
+            *slot = Some(snapshot(signals.counters, interval));
         }
     } else if let Some(interval) = args.interval {
         let mut any_url = false;
@@ -101,7 +105,7 @@ pub async fn read_all(
                 any_url = true;
                 if let Ok(page) = reader.read(source).await {
                     if let Ok(signals) = read_page(&page, args.server).signals {
-                        *slot = Some((signals.counters, interval));
+                        *slot = Some(snapshot(signals.counters, interval));
                     }
                 }
             }
@@ -111,14 +115,12 @@ pub async fn read_all(
         }
     } else if let Some(map) = counters.as_deref() {
         for (slot, source) in earlier.iter_mut().zip(sources) {
-            if let Some(snapshot) = map.get(source) {
-                *slot = Some((snapshot.counters.clone(), now - snapshot.at));
-            }
+            *slot = map.get(source).cloned();
         }
     }
 
     let mut reads = Vec::with_capacity(sources.len());
-    for (source, before) in sources.iter().zip(earlier) {
+    for (source, mut before) in sources.iter().zip(earlier) {
         let page = match reader.read(source).await {
             Ok(page) => page,
             Err(e) if Reader::is_url(source) => {
@@ -133,19 +135,11 @@ pub async fn read_all(
         };
         let read = read_page(&page, args.server);
         let replica = read.signals.map_err(|e| e.to_string()).map(|signals| {
-            if let Some(map) = counters.as_deref_mut() {
-                map.insert(
-                    source.clone(),
-                    CounterSnapshot {
-                        at: now,
-                        counters: signals.counters.clone(),
-                    },
-                );
+            let replica =
+                Replica::from_scrape(source.clone(), signals, &mut before, now, args.cpu_request);
+            if let (Some(map), Some(snapshot)) = (counters.as_deref_mut(), before) {
+                map.insert(source.clone(), snapshot);
             }
-            let rates =
-                before.and_then(|(c, interval)| Rates::between(&signals.counters, &c, interval));
-            let mut replica = Replica::new(source.clone(), signals, rates);
-            replica.cpu_request_cores = args.cpu_request;
             replica
         });
         reads.push(Read {

@@ -26,6 +26,13 @@ pub struct Rates {
     pub ttft: Option<Histogram>,
 }
 
+/// A replica's counters and when they were read: what the next scrape's rates start from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub at: f64,
+    pub counters: Counters,
+}
+
 /// The increase of a counter, treating a decrease as a restart from zero.
 pub fn increase(now: f64, before: f64) -> f64 {
     if now >= before {

@@ -4,7 +4,7 @@
 //! from files or URLs, the simulator from its replica model.
 
 use super::profile::Signals;
-use super::rates::Rates;
+use super::rates::{Rates, Snapshot};
 use serde::{Deserialize, Serialize};
 
 /// The CPU request assumed when a pod's is unknown, in cores.
@@ -29,6 +29,30 @@ impl Replica {
             signals,
             rates,
             cpu_request_cores: DEFAULT_CPU_REQUEST_CORES,
+        }
+    }
+
+    /// A replica from a scrape at `now`, with rates since `previous` (its last scrape, if any);
+    /// `previous` then holds this scrape, for the next.
+    pub fn from_scrape(
+        name: impl Into<String>,
+        signals: Signals,
+        previous: &mut Option<Snapshot>,
+        now: f64,
+        cpu_request_cores: f64,
+    ) -> Replica {
+        let rates = previous
+            .as_ref()
+            .and_then(|p| Rates::between(&signals.counters, &p.counters, now - p.at));
+        *previous = Some(Snapshot {
+            at: now,
+            counters: signals.counters.clone(),
+        });
+        Replica {
+            name: name.into(),
+            signals,
+            rates,
+            cpu_request_cores,
         }
     }
 

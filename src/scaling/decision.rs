@@ -8,7 +8,7 @@ use super::hpa::{self, replicas, Limited, Outcome, Reconciled};
 use super::keda;
 use super::lookahead::{self, Point};
 use super::policy::Policy;
-use crate::metrics::Counters;
+use crate::metrics::rates::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -26,14 +26,7 @@ pub struct ScalerState {
     pub trend: Vec<Point>,
     /// Each source's counters at its last scrape, for rates on the next.
     #[serde(default)]
-    pub counters: BTreeMap<String, CounterSnapshot>,
-}
-
-/// A replica's counters and when they were read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CounterSnapshot {
-    pub at: f64,
-    pub counters: Counters,
+    pub counters: BTreeMap<String, Snapshot>,
 }
 
 /// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
@@ -43,13 +36,11 @@ pub struct Evaluation {
     /// The metric value after the lookahead; `None` when no replica gave a sample.
     pub value: Option<f64>,
     pub active: bool,
-    /// Seconds since requests were last in flight (`None`: never).
-    pub idle_s: Option<f64>,
     pub lines: Vec<String>,
 }
 
-/// Measures demand, applies the cold-start lookahead and judges activity, updating the trend and
-/// the last active time in `state`.
+/// Measures demand, applies the cold-start lookahead and judges activity (`IsActive`), updating
+/// the trend in `state`.
 pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Evaluation {
     let demand = measure(policy, obs);
     let mut lines = demand.lines.clone();
@@ -80,12 +71,10 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         p.value
     });
     let active = keda::is_active(demand.in_flight, policy.activation);
-    let idle_s = keda::note_activity(&mut state.last_active, active, obs.now);
     Evaluation {
         demand,
         value,
         active,
-        idle_s,
         lines,
     }
 }
@@ -186,13 +175,53 @@ pub fn proposal(policy: &Policy, value: f64, status_replicas: u32) -> u32 {
     .0
 }
 
-/// Decides the replica count for one observation, updating `state` as the HPA controller and
-/// KEDA would (the result is taken to be applied).
+/// The HPA's part of a decision: its proposal from the value and one reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HpaSync {
+    pub desired: u32,
+    pub proposal: Option<u32>,
+    pub why: Why,
+}
+
+/// One HPA sync on the value `serve` would return: the `AverageValue` proposal, then the
+/// controller's reconcile (pre-checks, window, rate limits, min/max) with `state.hpa`. Appends
+/// its reasons to `lines`.
+pub fn hpa_sync(
+    policy: &Policy,
+    state: &mut ScalerState,
+    current: u32,
+    status: u32,
+    value: Option<f64>,
+    now: f64,
+    lines: &mut Vec<String>,
+) -> HpaSync {
+    let raw = value.map(|v| proposal(policy, v, status));
+    let mut within = false;
+    if let (Some(v), Some(n)) = (value, raw) {
+        within = replicas::ceil_replicas(in_targets(policy, v)) != n;
+        lines.push(proposal_line(policy, v, n, status, within));
+    }
+    let spec = hpa::Spec {
+        min: policy.hpa_min(),
+        max: policy.max,
+        behavior: policy.behavior.clone(),
+    };
+    let r = hpa::reconcile(&policy.controller, &spec, &mut state.hpa, current, raw, now);
+    let why = explain(policy, &r, within, lines);
+    HpaSync {
+        desired: r.desired,
+        proposal: raw,
+        why,
+    }
+}
+
+/// Decides the replica count for one observation, as KEDA's poll and its HPA's sync would at
+/// the same moment, updating `state` (the result is taken to be applied). From zero the two
+/// steps are collapsed: KEDA activates 0 -> 1 and the count shown is what the HPA asks next.
 pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Decision {
     let eval = evaluate(policy, obs, state);
     let mut lines = eval.lines;
     let current = obs.current;
-    let status = obs.status_replicas();
     let done = |desired, proposal, why, lines| Decision {
         current,
         desired,
@@ -202,75 +231,71 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
         why,
         lines,
     };
-    if current == 0 {
-        if policy.min > 0 {
+    let poll = keda::poll(
+        policy.min,
+        policy.cooldown_s,
+        current,
+        eval.active,
+        &mut state.last_active,
+        obs.now,
+    );
+    match poll {
+        keda::Poll::Activate { to } if !eval.active => {
             lines.push(format!(
                 "at zero below min {}: KEDA restores the minimum",
                 policy.min
             ));
-            return done(policy.min, None, Why::Min, lines);
+            done(to, None, Why::Min, lines)
         }
-        if !eval.active {
-            lines.push("at zero and nothing in flight: stay at zero".to_owned());
-            return done(0, None, Why::Idle, lines);
-        }
-        let wanted = eval.value.map(|v| proposal(policy, v, 0));
-        let desired = wanted.unwrap_or(1).clamp(1, policy.max);
-        lines.push(format!(
-            "{} request(s) in flight at zero: KEDA activates 0 -> 1{}",
-            fmt(eval.demand.in_flight),
-            match wanted {
-                Some(n) => format!(", then its HPA asks for {n}"),
-                None => String::new(),
+        keda::Poll::Activate { to } => {
+            let wanted = eval.value.map(|v| proposal(policy, v, 0));
+            let desired = wanted.unwrap_or(to).max(to).min(policy.max);
+            lines.push(format!(
+                "{} request(s) in flight at zero: KEDA activates 0 -> {to}{}",
+                fmt(eval.demand.in_flight),
+                match wanted {
+                    Some(n) => format!(", then its HPA asks for {n}"),
+                    None => String::new(),
+                }
+            ));
+            if wanted.is_some_and(|n| n > policy.max) {
+                lines.push(format!("capped at max {}", policy.max));
             }
-        ));
-        if wanted.is_some_and(|n| n > policy.max) {
-            lines.push(format!("capped at max {}", policy.max));
+            done(desired, wanted, Why::Activate, lines)
         }
-        return done(desired, wanted, Why::Activate, lines);
+        keda::Poll::Keep { .. } if current == 0 => {
+            lines.push("at zero and nothing in flight: stay at zero".to_owned());
+            done(0, None, Why::Idle, lines)
+        }
+        keda::Poll::ToZero { idle_s } => {
+            lines.push(match idle_s {
+                Some(idle) => format!(
+                    "idle for {} s, at least the {} s cooldown: KEDA scales to zero",
+                    fmt(idle),
+                    fmt(policy.cooldown_s)
+                ),
+                None => format!(
+                    "never active, past the {} s cooldown: KEDA scales to zero",
+                    fmt(policy.cooldown_s)
+                ),
+            });
+            done(0, None, Why::IdleToZero, lines)
+        }
+        keda::Poll::Keep { idle_s } => {
+            if policy.min == 0 && !eval.active {
+                lines.push(format!(
+                    "idle for {} s of the {} s cooldown: keep at least 1",
+                    fmt(idle_s.unwrap_or(0.0)),
+                    fmt(policy.cooldown_s)
+                ));
+            }
+            let status = obs.status_replicas();
+            let sync = hpa_sync(
+                policy, state, current, status, eval.value, obs.now, &mut lines,
+            );
+            done(sync.desired, sync.proposal, sync.why, lines)
+        }
     }
-    if policy.min == 0 && !eval.active && keda::cooldown_elapsed(eval.idle_s, policy.cooldown_s) {
-        lines.push(match eval.idle_s {
-            Some(idle) => format!(
-                "idle for {} s, at least the {} s cooldown: KEDA scales to zero",
-                fmt(idle),
-                fmt(policy.cooldown_s)
-            ),
-            None => format!(
-                "never active, past the {} s cooldown: KEDA scales to zero",
-                fmt(policy.cooldown_s)
-            ),
-        });
-        return done(0, None, Why::IdleToZero, lines);
-    }
-    if policy.min == 0 && !eval.active {
-        lines.push(format!(
-            "idle for {} s of the {} s cooldown: keep at least 1",
-            fmt(eval.idle_s.unwrap_or(0.0)),
-            fmt(policy.cooldown_s)
-        ));
-    }
-    let raw = eval.value.map(|v| proposal(policy, v, status));
-    let mut within = false;
-    if let (Some(v), Some(n)) = (eval.value, raw) {
-        within = replicas::ceil_replicas(in_targets(policy, v)) != n;
-        lines.push(proposal_line(policy, v, n, status, within));
-    }
-    let spec = hpa::Spec {
-        min: policy.hpa_min(),
-        max: policy.max,
-        behavior: policy.behavior.clone(),
-    };
-    let r = hpa::reconcile(
-        &policy.controller,
-        &spec,
-        &mut state.hpa,
-        current,
-        raw,
-        obs.now,
-    );
-    let why = explain(policy, &r, within, &mut lines);
-    done(r.desired, raw, why, lines)
 }
 
 /// `value / target` as the HPA divides it, on KEDA's milli-units.

@@ -3,7 +3,7 @@
 //! KEDA owns 0 <-> 1: a target is active while its scaler says so (infscale: requests running,
 //! waiting or held above the activation level), and KEDA removes the last replica only after
 //! `cooldownPeriod` seconds without an active poll. From 1 up the HPA decides, and KEDA's HPA
-//! never goes below one replica.
+//! never goes below one replica. [`poll`] is one pass of KEDA's operator loop.
 
 /// KEDA's `IsActive` for a target: requests in flight (running, waiting and held) above the
 /// activation level. Judged on requests, whatever the scaling metric, so a deployment that scales
@@ -26,6 +26,40 @@ pub fn cooldown_elapsed(idle_s: Option<f64>, cooldown_s: f64) -> bool {
     idle_s.is_none_or(|idle| idle >= cooldown_s)
 }
 
+/// What one poll of KEDA's operator does to a target.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Poll {
+    /// At zero and active (or with a minimum above zero): scale to `to` (max(min, 1)).
+    Activate { to: u32 },
+    /// Inactive for the cooldown with min 0: scale to zero.
+    ToZero { idle_s: Option<f64> },
+    /// Nothing for KEDA to do; the HPA owns the count (or it stays at zero).
+    Keep { idle_s: Option<f64> },
+}
+
+/// One poll: records activity in `last_active`, then wakes a target at zero or takes its last
+/// replica away after the cooldown.
+pub fn poll(
+    min: u32,
+    cooldown_s: f64,
+    current: u32,
+    active: bool,
+    last_active: &mut Option<f64>,
+    now: f64,
+) -> Poll {
+    let idle_s = note_activity(last_active, active, now);
+    if current == 0 {
+        if active || min > 0 {
+            return Poll::Activate { to: min.max(1) };
+        }
+        return Poll::Keep { idle_s };
+    }
+    if min == 0 && !active && cooldown_elapsed(idle_s, cooldown_s) {
+        return Poll::ToZero { idle_s };
+    }
+    Poll::Keep { idle_s }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,5 +80,36 @@ mod tests {
         assert!(!is_active(0.0, 0.0));
         assert!(is_active(1.0, 0.0));
         assert!(!is_active(2.0, 2.0));
+    }
+
+    #[test]
+    fn polls_wake_and_sleep() {
+        let mut last = None;
+        assert_eq!(
+            poll(0, 60.0, 0, false, &mut last, 0.0),
+            Poll::Keep { idle_s: None }
+        );
+        assert_eq!(
+            poll(0, 60.0, 0, true, &mut last, 10.0),
+            Poll::Activate { to: 1 }
+        );
+        assert_eq!(
+            poll(0, 60.0, 1, false, &mut last, 40.0),
+            Poll::Keep { idle_s: Some(30.0) }
+        );
+        assert_eq!(
+            poll(0, 60.0, 1, false, &mut last, 70.0),
+            Poll::ToZero { idle_s: Some(60.0) }
+        );
+        assert_eq!(
+            poll(2, 60.0, 0, false, &mut last, 80.0),
+            Poll::Activate { to: 2 }
+        );
+        assert_eq!(
+            poll(1, 60.0, 3, false, &mut last, 900.0),
+            Poll::Keep {
+                idle_s: Some(890.0)
+            }
+        );
     }
 }

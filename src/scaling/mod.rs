@@ -12,6 +12,6 @@ pub mod keda;
 pub mod lookahead;
 pub mod policy;
 
-pub use decision::{decide, evaluate, CounterSnapshot, Decision, Evaluation, ScalerState, Why};
+pub use decision::{decide, evaluate, hpa_sync, Decision, Evaluation, HpaSync, ScalerState, Why};
 pub use demand::{Demand, Observation};
 pub use policy::{Metric, Policy, PolicyError};

@@ -150,8 +150,9 @@ pub const KEYS: &[&str] = &[
 ];
 
 impl Policy {
-    /// A policy with infscale's defaults: min 1, max 10, KEDA's 300 s cooldown, no lookahead, the
-    /// HPA's default behavior (300 s down window, 100% or 4 pods up per 15 s).
+    /// A policy with infscale's defaults: min 1, max 10, KEDA's 300 s cooldown, no lookahead (a
+    /// 30 s trend when one is asked for), the HPA's default behavior (300 s down window, 100% or
+    /// 4 pods up per 15 s).
     pub fn new(metric: Metric, target: f64) -> Policy {
         Policy {
             metric,
@@ -161,7 +162,7 @@ impl Policy {
             activation: 0.0,
             cooldown_s: 300.0,
             lookahead_s: 0.0,
-            trend_window_s: 60.0,
+            trend_window_s: 30.0,
             behavior: Some(Behavior::default()),
             controller: Controller::default(),
             custom_limits: [false; 2],

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::metrics::histogram::Histogram;
-use crate::metrics::{Rates, Replica, Server, Signals};
+use crate::metrics::{Counters, Rates, Replica, Server, Signals};
 
 fn replica(running: f64, waiting: f64) -> Replica {
     Replica::new(

@@ -1,0 +1,69 @@
+//! The simulator's speed on the three runs the README quotes: the default `simulate` (seven
+//! policies and the clairvoyant bound on the 25-minute default trace), one policy over a
+//! 24-hour trace at 30 req/s, and `tune` over 500 points of the default trace on all cores.
+//!
+//! Run with `scripts/bench-sim.sh`, which prints the medians.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use infscale::scaling::Policy;
+use infscale::sim::bound::clairvoyant;
+use infscale::sim::gpu::GpuModel;
+use infscale::sim::replica::Hardware;
+use infscale::sim::run::{run, Settings};
+use infscale::sim::trace::Scenario;
+use infscale::sim::tune::{evaluate, sample, Grid};
+use std::hint::black_box;
+
+const DEFAULT_POLICIES: [&str; 7] = [
+    "cpu:60,max=8",
+    "cpu:25,max=8",
+    "queue:24,max=8",
+    "queue:24,lookahead=90,max=8",
+    "queue:24,min=0,cooldown=120,max=8",
+    "queue:48,lookahead=120,downwindow=60,max=8",
+    "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60,max=8",
+];
+
+fn bench(c: &mut Criterion) {
+    let hw = Hardware::new(GpuModel::default());
+    let settings = Settings::default();
+    let mut group = c.benchmark_group("sim");
+    group.sample_size(10);
+
+    group.bench_function("default_run_all_policies", |b| {
+        b.iter(|| {
+            let trace = Scenario::default_day().generate().unwrap();
+            for spec in DEFAULT_POLICIES {
+                let p = Policy::parse(spec).unwrap();
+                black_box(run(&trace, &hw, &p, &settings));
+            }
+            black_box(clairvoyant(&trace, &hw, 2.0, 0.25, 64))
+        })
+    });
+
+    let day = Scenario::steady(30.0, 86_400.0, 1).generate().unwrap();
+    let queue = Policy::parse("queue:24,max=8").unwrap();
+    group.bench_function("day_30rps_one_policy", |b| {
+        b.iter(|| black_box(run(&day, &hw, &queue, &settings)))
+    });
+
+    let trace = Scenario::default_day().generate().unwrap();
+    let specs = sample(Grid::default().policies(), 500);
+    let policies: Vec<Policy> = specs.iter().map(|s| Policy::parse(s).unwrap()).collect();
+    group.bench_function("tune_500_points", |b| {
+        b.iter(|| {
+            black_box(evaluate(
+                &specs,
+                &policies,
+                std::slice::from_ref(&trace),
+                &hw,
+                &settings,
+                &|| {},
+            ))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,276 @@
+//! `infscale simulate`: policies over a trace through simulated GPU replicas, as a table.
+
+use super::gpu::GpuArgs;
+use crate::scaling::Policy;
+use crate::sim::bound::clairvoyant;
+use crate::sim::plot::{self, Panel};
+use crate::sim::replica::Hardware;
+use crate::sim::report::{self, Summary};
+use crate::sim::run::{self, Mode, Settings, Trigger};
+use crate::sim::trace::{Scenario, Trace};
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The most replicas the clairvoyant bound may plan.
+pub const BOUND_CAP: u32 = 64;
+
+/// The seed's five policies, then the ones this project recommends.
+pub const DEFAULT_POLICIES: &[&str] = &[
+    "cpu:60",
+    "cpu:25",
+    "queue:24",
+    "queue:24,lookahead=90",
+    "queue:24,min=0,cooldown=120",
+    RECOMMENDED,
+    RECOMMENDED_TO_ZERO,
+];
+
+/// This project's recommendation for the default trace, from `infscale tune --replicates 10`:
+/// a target near two thirds of the 64-slot batch, a 120 s lookahead (over the 91 s cold start)
+/// and a short scale-down window.
+pub const RECOMMENDED: &str = "queue:48,lookahead=120,downwindow=60";
+/// The same with scale to zero behind the activator.
+pub const RECOMMENDED_TO_ZERO: &str = "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60";
+
+/// Where the trace comes from and how the loop runs; shared by `simulate` and `tune`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimArgs {
+    /// A YAML scenario (rates over time, length distributions, seed) or a CSV of arrivals
+    /// (time_s,prompt_tokens,output_tokens) [default: the seed's 25-minute day].
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Random seed for a generated trace [default: the scenario's].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Seconds to run a CSV trace [default: two minutes past its last arrival].
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// The control loop: keda (KEDA's poll and its HPA) or hpa (the seed's decide every 15 s).
+    #[arg(long, default_value = "keda", value_parser = ["keda", "hpa"])]
+    pub mode: String,
+    /// KEDA trigger type: external-push activates on a held request at once.
+    #[arg(long, default_value = "external-push", value_parser = ["external", "external-push"])]
+    pub trigger: String,
+    /// KEDA pollingInterval, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub polling_interval: f64,
+    /// How often the scaler scrapes the pods, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub scrape_interval: f64,
+    /// A first token later than this misses the SLO, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub slo_ttft: f64,
+    /// How long the activator holds a request at zero before answering 504, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub hold_timeout: f64,
+    /// Engine step, seconds.
+    #[arg(long, default_value_t = 0.25)]
+    pub dt: f64,
+    /// Most replicas for policies that do not set max.
+    #[arg(long, default_value_t = 8)]
+    pub max: u32,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+/// Where a trace comes from: a scenario to generate, or arrivals read from a CSV.
+pub enum Source {
+    Scenario(Scenario),
+    Csv(Trace),
+}
+
+impl Source {
+    /// The trace; a scenario is generated with its seed plus `offset`.
+    pub fn trace(&self, offset: u64) -> anyhow::Result<Trace> {
+        match self {
+            Source::Scenario(s) => {
+                let mut s = s.clone();
+                s.seed = s.seed.wrapping_add(offset);
+                Ok(s.generate()?)
+            }
+            Source::Csv(t) => Ok(t.clone()),
+        }
+    }
+}
+
+impl SimArgs {
+    pub fn source(&self) -> anyhow::Result<Source> {
+        let Some(path) = &self.trace else {
+            let mut s = Scenario::default_day();
+            if let Some(seed) = self.seed {
+                s.seed = seed;
+            }
+            return Ok(Source::Scenario(s));
+        };
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).with_context(|| format!("{name}: cannot read"))?;
+        let is_yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        if is_yaml {
+            let mut s: Scenario = serde_yaml::from_str(&text).with_context(|| name.clone())?;
+            if let Some(seed) = self.seed {
+                s.seed = seed;
+            }
+            if let Some(d) = self.duration {
+                s.duration = d;
+            }
+            s.validate()?;
+            Ok(Source::Scenario(s))
+        } else {
+            Ok(Source::Csv(Trace::from_csv(&name, &text, self.duration)?))
+        }
+    }
+
+    pub fn trace(&self) -> anyhow::Result<Trace> {
+        self.source()?.trace(0)
+    }
+
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let positive = [
+            ("--polling-interval", self.polling_interval),
+            ("--scrape-interval", self.scrape_interval),
+            ("--slo-ttft", self.slo_ttft),
+            ("--hold-timeout", self.hold_timeout),
+            ("--dt", self.dt),
+        ];
+        for (flag, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{flag} {v}: expected a positive number of seconds");
+            }
+        }
+        Ok(Settings {
+            mode: if self.mode == "hpa" {
+                Mode::Hpa
+            } else {
+                Mode::Keda
+            },
+            trigger: if self.trigger == "external" {
+                Trigger::External
+            } else {
+                Trigger::ExternalPush
+            },
+            dt: self.dt,
+            polling_interval_s: self.polling_interval,
+            scrape_interval_s: self.scrape_interval,
+            slo_ttft_s: self.slo_ttft,
+            hold_timeout_s: self.hold_timeout,
+            ..Settings::default()
+        })
+    }
+
+    /// A policy string, with `--max` where it sets none.
+    pub fn policy(&self, spec: &str) -> anyhow::Result<Policy> {
+        let mut policy = Policy::parse(spec).with_context(|| format!("policy {spec:?}"))?;
+        let sets_max = spec.split(',').any(|kv| kv.trim().starts_with("max="));
+        if !sets_max {
+            policy.max = self.max.max(policy.min).max(1);
+        }
+        Ok(policy)
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Policies, e.g. queue:24 or queue:24,lookahead=90,min=0 [default: the seed's five and
+    /// this project's recommendations].
+    #[arg(value_name = "POLICY")]
+    pub policies: Vec<String>,
+    /// Print each decision with its reasons.
+    #[arg(long)]
+    pub timeline: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the generated or read trace as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub write_trace: Option<PathBuf>,
+    /// Draw replicas, demand and TTFT over time, one row per policy, as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let trace = args.sim.trace()?;
+    let mut settings = args.sim.settings()?;
+    settings.record_timeline = args.timeline;
+    if args.plot.is_some() {
+        settings.series_every_s = 5.0;
+    }
+    let hw = Hardware::new(args.sim.gpu.model()?);
+    if let Some(path) = &args.write_trace {
+        std::fs::write(path, trace.to_csv())
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    let specs: Vec<String> = if args.policies.is_empty() {
+        DEFAULT_POLICIES.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.policies.clone()
+    };
+    let policies = specs
+        .iter()
+        .map(|s| args.sim.policy(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let runs: Vec<run::Run> = policies
+        .iter()
+        .map(|p| run::run(&trace, &hw, p, &settings))
+        .collect();
+    let summaries: Vec<Summary> = specs
+        .iter()
+        .zip(&runs)
+        .map(|(spec, r)| report::summarize(spec, r, settings.slo_ttft_s))
+        .collect();
+    let bound = clairvoyant(&trace, &hw, settings.slo_ttft_s, settings.dt, BOUND_CAP);
+    if let Some(path) = &args.plot {
+        let panels: Vec<Panel<'_>> = specs
+            .iter()
+            .zip(&runs)
+            .map(|(policy, run)| Panel { policy, run })
+            .collect();
+        plot::svg(path, &trace, &panels, settings.slo_ttft_s).map_err(anyhow::Error::msg)?;
+    }
+    if args.json {
+        let json = serde_json::json!({
+            "trace": trace.name,
+            "requests": trace.requests.len(),
+            "mode": args.sim.mode,
+            "slo_ttft_s": settings.slo_ttft_s,
+            "clairvoyant_replica_minutes": bound.replica_minutes,
+            "policies": summaries,
+            "timelines": if args.timeline {
+                serde_json::to_value(runs.iter().map(|r| &r.timeline).collect::<Vec<_>>())?
+            } else {
+                serde_json::Value::Null
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.timeline {
+        for (spec, r) in specs.iter().zip(&runs) {
+            println!("== {spec}");
+            for e in &r.timeline {
+                println!("{:7.2}s {:6} {} -> {} ({})", e.t, e.by, e.from, e.to, e.why);
+                for line in &e.lines {
+                    println!("           {line}");
+                }
+            }
+        }
+    }
+    println!(
+        "trace {}: {} requests over {:.0} s; {} loop, SLO TTFT {} s",
+        trace.name,
+        trace.requests.len(),
+        trace.duration,
+        args.sim.mode,
+        settings.slo_ttft_s
+    );
+    print!("{}", report::table(&summaries, Some(bound.replica_minutes)));
+    println!(
+        "clairvoyant bound: {:.1} replica-min (a plan that knows the trace, peak {} replicas)",
+        bound.replica_minutes,
+        bound.plan.iter().max().unwrap_or(&0)
+    );
+    Ok(ExitCode::SUCCESS)
+}

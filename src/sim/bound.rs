@@ -1,0 +1,156 @@
+//! The clairvoyant lower bound: what a planner that knows the whole trace in advance would pay.
+//!
+//! Window by window (15 s, the HPA's period), it finds the fewest ready replicas with which every
+//! request that is waiting or arrives in the window gets its first token within the SLO (or, where
+//! no count can manage that, misses no more than the most replicas would), simulating the same
+//! engine with replicas that are ready exactly when wanted. Then it prices that plan with the
+//! cold start paid in full: for each level of capacity, replicas are billed while needed, through
+//! gaps shorter than a cold start (cheaper than stopping and starting again), and for one cold
+//! start before each start. Replicas draining after a step down are not billed, so this is a
+//! bound from below on what any policy on the same engine can cost.
+
+use super::cluster::{Cluster, Fate};
+use super::replica::Hardware;
+use super::trace::Trace;
+use serde::Serialize;
+
+/// The plan and its price.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bound {
+    pub replica_minutes: f64,
+    /// Ready replicas wanted in each window.
+    pub plan: Vec<u32>,
+    pub window_s: f64,
+    /// Requests that miss even with the most replicas allowed.
+    pub unavoidable_misses: usize,
+}
+
+/// Misses among requests waiting at `t0` or arriving in `[t0, t1)`, with `n` ready replicas from
+/// `t0`: late first tokens, and none by `t1 + slo`.
+fn misses_with(
+    base: &Cluster,
+    n: u32,
+    trace: &Trace,
+    from: usize,
+    (t0, t1): (f64, f64),
+    slo_s: f64,
+    dt: f64,
+) -> (usize, Cluster, usize) {
+    let requests = &trace.requests;
+    let mut c = base.clone();
+    c.resize(n, t0, 0.0);
+    let mut late = 0;
+    let mut next = from;
+    let mut check = |_: u32, fate: Fate| match fate {
+        Fate::FirstToken { ttft } if ttft <= slo_s => {}
+        _ => late += 1,
+    };
+    let mut t = t0;
+    while t < t1 - 1e-9 {
+        while next < requests.len() && requests[next].arrival < t + dt {
+            c.arrive(next as u32, &requests[next]);
+            next += 1;
+        }
+        c.step(t, dt, requests, &mut check);
+        t += dt;
+    }
+    let committed = c.clone();
+    let mut tail = c;
+    while t < t1 + slo_s {
+        tail.step(t, dt, requests, &mut check);
+        t += dt;
+    }
+    // Those still without a first token an SLO after the window count too.
+    let unserved = tail
+        .replicas
+        .iter()
+        .map(|r| r.waiting.len() + r.running.iter().filter(|s| s.prefill_left > 0.0).count())
+        .sum::<usize>()
+        + tail.held.len();
+    (late + unserved, committed, next)
+}
+
+/// Computes the bound for `trace`, with at most `cap` replicas.
+pub fn clairvoyant(trace: &Trace, hw: &Hardware, slo_s: f64, dt: f64, cap: u32) -> Bound {
+    let window_s = 15.0;
+    let mut cluster = Cluster::new(hw.clone(), 1, f64::INFINITY);
+    let mut plan = Vec::new();
+    let mut next = 0;
+    let mut unavoidable = 0;
+    let mut t0 = 0.0;
+    while t0 < trace.duration - 1e-9 {
+        let t1 = (t0 + window_s).min(trace.duration);
+        let span = (t0, t1);
+        let (best, _, _) = misses_with(&cluster, cap, trace, next, span, slo_s, dt);
+        // The fewest replicas that do as well as the most: misses only fall as replicas rise.
+        let (mut lo, mut hi) = (0, cap);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if misses_with(&cluster, mid, trace, next, span, slo_s, dt).0 <= best {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let (missed, committed, after) = misses_with(&cluster, lo, trace, next, span, slo_s, dt);
+        unavoidable += missed.min(best);
+        cluster = committed;
+        next = after;
+        plan.push(lo);
+        t0 = t1;
+    }
+    let replica_minutes = price(&plan, window_s, hw.gpu.cold_start_s(), 1) / 60.0;
+    Bound {
+        replica_minutes,
+        plan,
+        window_s,
+        unavoidable_misses: unavoidable,
+    }
+}
+
+/// Replica-seconds of a plan: for each level of capacity, the windows it is needed, the gaps
+/// between them bridged when shorter than a cold start, and a cold start before each start (the
+/// first `initial` levels are already running at time 0).
+pub fn price(plan: &[u32], window_s: f64, cold_start_s: f64, initial: u32) -> f64 {
+    let top = plan.iter().copied().max().unwrap_or(0);
+    let mut total = 0.0;
+    for level in 1..=top {
+        let mut last_end: Option<usize> = None;
+        let mut i = 0;
+        while i < plan.len() {
+            if plan[i] < level {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < plan.len() && plan[i] >= level {
+                i += 1;
+            }
+            total += (i - start) as f64 * window_s;
+            match last_end {
+                Some(end) => total += ((start - end) as f64 * window_s).min(cold_start_s),
+                None if start == 0 && level <= initial => {}
+                None => total += cold_start_s,
+            }
+            last_end = Some(i);
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pricing_bridges_short_gaps_and_pays_cold_starts() {
+        // One replica all along (already running), a second for windows 2-3 and 6: the gap of
+        // two windows (30 s) is shorter than the 91 s cold start, so it stays.
+        let plan = [1, 1, 2, 2, 1, 1, 2, 1];
+        let seconds = price(&plan, 15.0, 91.0, 1);
+        assert_eq!(seconds, 8.0 * 15.0 + 3.0 * 15.0 + 30.0 + 91.0);
+        // A long gap is cheaper to stop for.
+        let plan = [1, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        assert_eq!(price(&plan, 15.0, 91.0, 1), 2.0 * 15.0 + 91.0);
+    }
+}

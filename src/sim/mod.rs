@@ -1,0 +1,18 @@
+//! The offline simulator: GPU replicas under the real KEDA + HPA loop.
+//!
+//! [`gpu`] derives a replica from memory bandwidth and FLOPs; [`trace`] makes or reads traffic;
+//! [`replica`] and [`cluster`] serve it step by step; [`run`] drives the control loop, calling
+//! the same `scaling` functions `serve` and `decide` call; [`report`] turns a run into SLO misses
+//! and replica-minutes; [`bound`] is the clairvoyant lower bound; [`plot`] draws the runs;
+//! [`tune`] searches policies.
+
+pub mod bound;
+pub mod cluster;
+pub mod gpu;
+pub mod plot;
+pub mod replica;
+pub mod report;
+pub mod rng;
+pub mod run;
+pub mod trace;
+pub mod tune;

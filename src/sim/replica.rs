@@ -1,0 +1,234 @@
+//! One simulated model-server replica: a queue, a running batch, and the counters a real server
+//! would export on `/metrics`.
+//!
+//! Each step a replica admits waiting requests while it has batch slots and KV space; prefill of
+//! the newly admitted uses part of the step (compute-bound, it stalls decode, as without chunked
+//! prefill) and yields each request's first token; the rest of the step decodes every running
+//! sequence at the bandwidth-bound step time. The replica keeps vLLM's counters (generation
+//! tokens, CPU seconds, the TTFT histogram) so the control loop reads it exactly as it reads a
+//! real pod.
+
+use super::gpu::GpuModel;
+use crate::metrics::histogram::Histogram;
+use crate::metrics::{Counters, Server, Signals};
+use std::collections::VecDeque;
+
+/// vLLM's TTFT bucket bounds, seconds.
+pub const TTFT_BUCKETS: [f64; 22] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+
+/// The replica model with its derived numbers computed once.
+#[derive(Debug, Clone)]
+pub struct Hardware {
+    pub gpu: GpuModel,
+    pub kv_capacity: f64,
+    pub prefill_rate: f64,
+}
+
+impl Hardware {
+    pub fn new(gpu: GpuModel) -> Hardware {
+        Hardware {
+            kv_capacity: gpu.kv_capacity_tokens() as f64,
+            prefill_rate: gpu.prefill_tokens_per_s(),
+            gpu,
+        }
+    }
+}
+
+/// Where a replica is in its life.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Phase {
+    /// Pulling the image, loading weights, warming up; Ready at `ready_at`.
+    Starting {
+        ready_at: f64,
+    },
+    Ready,
+    /// Removed from the Service: finishes what it holds, then stops.
+    Draining,
+}
+
+/// A sequence in the batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Seq {
+    /// Index into the trace.
+    pub request: u32,
+    pub prompt: u32,
+    pub output: u32,
+    /// Prompt tokens still to prefill.
+    pub prefill_left: f64,
+    /// Output tokens produced (the first comes from prefill).
+    pub generated: f64,
+}
+
+/// What happened to one request on a replica during a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event {
+    FirstToken { request: u32, at: f64 },
+    Finished { request: u32, at: f64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct SimReplica {
+    pub id: u32,
+    pub phase: Phase,
+    /// Requests routed here, not yet admitted (index, prompt, output).
+    pub waiting: VecDeque<(u32, u32, u32)>,
+    pub running: Vec<Seq>,
+    /// KV tokens held by the running batch.
+    pub kv_tokens: f64,
+    // Counters, as on /metrics.
+    pub generation_tokens: f64,
+    pub cpu_seconds: f64,
+    pub ttft_counts: [u64; TTFT_BUCKETS.len() + 1],
+}
+
+impl SimReplica {
+    pub fn new(id: u32, phase: Phase) -> SimReplica {
+        SimReplica {
+            id,
+            phase,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            kv_tokens: 0.0,
+            generation_tokens: 0.0,
+            cpu_seconds: 0.0,
+            ttft_counts: [0; TTFT_BUCKETS.len() + 1],
+        }
+    }
+
+    /// Requests routed here and not finished.
+    pub fn outstanding(&self) -> usize {
+        self.waiting.len() + self.running.len()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    fn record_ttft(&mut self, ttft: f64) {
+        let bucket = TTFT_BUCKETS.partition_point(|&le| le < ttft);
+        self.ttft_counts[bucket] += 1;
+    }
+
+    /// Serves one step `[t, t + dt)`; `arrival` gives a request's arrival time for its TTFT.
+    pub fn step(
+        &mut self,
+        hw: &Hardware,
+        t: f64,
+        dt: f64,
+        arrival: impl Fn(u32) -> f64,
+        events: &mut Vec<Event>,
+    ) {
+        let (gpu, kv_capacity, prefill_rate) = (&hw.gpu, hw.kv_capacity, hw.prefill_rate);
+        self.cpu_seconds += dt * gpu.cpu_cores(self.running.len());
+        // Admission: free batch slots and KV space for the prompt.
+        while self.running.len() < gpu.max_batch as usize {
+            let Some(&(request, prompt, output)) = self.waiting.front() else {
+                break;
+            };
+            if self.kv_tokens + f64::from(prompt) > kv_capacity && !self.running.is_empty() {
+                break;
+            }
+            self.waiting.pop_front();
+            self.kv_tokens += f64::from(prompt);
+            self.running.push(Seq {
+                request,
+                prompt,
+                output,
+                prefill_left: f64::from(prompt),
+                generated: 0.0,
+            });
+        }
+        // Prefill, in admission order, takes its share of the step's time (decode runs in the
+        // rest, before and after); a first token comes no earlier than its prefill after the
+        // request arrived.
+        let end = t + dt;
+        let mut used = 0.0;
+        let mut first_tokens = Vec::new();
+        for seq in self.running.iter_mut().filter(|s| s.prefill_left > 0.0) {
+            if used >= dt {
+                break;
+            }
+            let need = seq.prefill_left / prefill_rate;
+            if used + need <= dt {
+                used += need;
+                seq.prefill_left = 0.0;
+                seq.generated = 1.0;
+                let at = (arrival(seq.request) + need).max(t + used).min(end);
+                first_tokens.push((seq.request, at));
+            } else {
+                seq.prefill_left -= (dt - used) * prefill_rate;
+                used = dt;
+            }
+        }
+        let budget = dt - used;
+        let mut produced = first_tokens.len() as f64;
+        self.kv_tokens += produced;
+        for (request, at) in first_tokens {
+            self.record_ttft(at - arrival(request));
+            events.push(Event::FirstToken { request, at });
+        }
+        // Decode every sequence past its prefill with what is left of the step; a sequence
+        // that reaches its output length finishes part-way through.
+        let (decoding, context) = self
+            .running
+            .iter()
+            .filter(|s| s.prefill_left == 0.0)
+            .fold((0usize, 0.0), |(n, ctx), s| {
+                (n + 1, ctx + f64::from(s.prompt) + s.generated)
+            });
+        if decoding > 0 {
+            let step_s = gpu.decode_step_s(context);
+            let tokens = budget / step_s;
+            let start = t + dt - budget;
+            let mut kv_delta = 0.0;
+            self.running.retain_mut(|seq| {
+                if seq.prefill_left > 0.0 {
+                    return true;
+                }
+                let need = (f64::from(seq.output) - seq.generated).max(0.0);
+                if need <= tokens {
+                    produced += need;
+                    kv_delta -= f64::from(seq.prompt) + seq.generated;
+                    events.push(Event::Finished {
+                        request: seq.request,
+                        at: start + need * step_s,
+                    });
+                    false
+                } else {
+                    seq.generated += tokens;
+                    produced += tokens;
+                    kv_delta += tokens;
+                    true
+                }
+            });
+            self.kv_tokens = (self.kv_tokens + kv_delta).max(0.0);
+        }
+        self.generation_tokens += produced;
+    }
+
+    /// The replica as a scrape of its `/metrics` page shows it.
+    pub fn signals(&self, kv_capacity: f64) -> Signals {
+        let mut ttft = Histogram::default();
+        let mut cumulative = 0;
+        for (i, count) in self.ttft_counts.iter().enumerate() {
+            cumulative += count;
+            let le = TTFT_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY);
+            ttft.add(le, cumulative as f64);
+        }
+        Signals {
+            server: Server::Vllm,
+            running: Some(self.running.len() as f64),
+            waiting: self.waiting.len() as f64,
+            kv: Some((self.kv_tokens / kv_capacity).min(1.0)),
+            counters: Counters {
+                output_tokens: Some(self.generation_tokens),
+                cpu_seconds: Some(self.cpu_seconds),
+                ttft: Some(ttft),
+                ..Counters::default()
+            },
+        }
+    }
+}

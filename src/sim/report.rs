@@ -1,0 +1,157 @@
+//! From a run to the numbers a user compares: SLO misses, TTFT percentiles, replica-minutes.
+//!
+//! A request misses the SLO when its first token came later than the SLO, when the activator
+//! answered it with a timeout, or when it never got a first token before the trace ended.
+//! Percentiles are over the requests that got a first token.
+
+use super::cluster::Outcome;
+use super::run::Run;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One policy's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub policy: String,
+    pub requests: usize,
+    pub slo_miss: usize,
+    pub slo_miss_pct: f64,
+    pub rejected: usize,
+    pub ttft_p50_s: f64,
+    pub ttft_p95_s: f64,
+    pub ttft_p99_s: f64,
+    pub replica_minutes: f64,
+    pub peak_replicas: u32,
+    pub scale_events: u32,
+}
+
+/// The q-quantile of sorted values, interpolated linearly between ranks.
+fn quantile(sorted: &[f32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = q * (sorted.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let hi = rank.ceil() as usize;
+    let w = rank - lo as f64;
+    f64::from(sorted[lo]) * (1.0 - w) + f64::from(sorted[hi]) * w
+}
+
+pub fn misses(outcomes: &[Outcome], slo_s: f64) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| o.rejected || o.ttft.is_nan() || f64::from(o.ttft) > slo_s)
+        .count()
+}
+
+pub fn summarize(policy: &str, run: &Run, slo_s: f64) -> Summary {
+    summarize_many(policy, std::slice::from_ref(run), slo_s)
+}
+
+/// One summary over several runs of a policy (traces from several seeds): misses and TTFT
+/// percentiles over all their requests, replica-minutes and scale events averaged, the highest
+/// peak.
+pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
+    let outcomes = || runs.iter().flat_map(|r| r.outcomes.iter());
+    let mut ttfts: Vec<f32> = outcomes()
+        .filter(|o| !o.rejected && !o.ttft.is_nan())
+        .map(|o| o.ttft)
+        .collect();
+    ttfts.sort_unstable_by(f32::total_cmp);
+    let requests = outcomes().count();
+    let slo_miss: usize = runs.iter().map(|r| misses(&r.outcomes, slo_s)).sum();
+    let n = runs.len().max(1) as f64;
+    Summary {
+        policy: policy.to_owned(),
+        requests,
+        slo_miss,
+        slo_miss_pct: if requests == 0 {
+            0.0
+        } else {
+            100.0 * slo_miss as f64 / requests as f64
+        },
+        rejected: outcomes().filter(|o| o.rejected).count(),
+        ttft_p50_s: quantile(&ttfts, 0.50),
+        ttft_p95_s: quantile(&ttfts, 0.95),
+        ttft_p99_s: quantile(&ttfts, 0.99),
+        replica_minutes: runs.iter().map(|r| r.replica_seconds).sum::<f64>() / 60.0 / n,
+        peak_replicas: runs.iter().map(|r| r.peak).max().unwrap_or(0),
+        scale_events: (runs.iter().map(|r| f64::from(r.scale_events)).sum::<f64>() / n).round()
+            as u32,
+    }
+}
+
+/// The table `simulate` prints; with a bound, each cost also reads as a ratio to it.
+pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
+    let width = summaries
+        .iter()
+        .map(|s| s.policy.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "{:width$}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4}  {:>12}",
+        "policy",
+        "SLO miss",
+        "miss %",
+        "TTFT p50",
+        "TTFT p95",
+        "TTFT p99",
+        "replica-min",
+        "peak",
+        "scale events"
+    );
+    if bound_minutes.is_some() {
+        out.push_str("  x bound");
+    }
+    out.push('\n');
+    for s in summaries {
+        let _ = write!(
+            out,
+            "{:width$}  {:>8}  {:>5.1}%  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>11.1}  {:>4}  {:>12}",
+            s.policy,
+            s.slo_miss,
+            s.slo_miss_pct,
+            s.ttft_p50_s,
+            s.ttft_p95_s,
+            s.ttft_p99_s,
+            s.replica_minutes,
+            s.peak_replicas,
+            s.scale_events
+        );
+        if let Some(bound) = bound_minutes {
+            let _ = write!(out, "  {:>6.2}x", s.replica_minutes / bound);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate() {
+        let v = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(quantile(&v, 0.5), 3.0);
+        assert_eq!(quantile(&v, 1.0), 5.0);
+        assert_eq!(quantile(&v, 0.25), 2.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn misses_count_late_rejected_and_unanswered() {
+        let o = |ttft: f32, rejected| Outcome { ttft, rejected };
+        let outcomes = [
+            o(0.5, false),
+            o(2.5, false),
+            o(f32::NAN, false),
+            o(f32::NAN, true),
+            o(2.0, false),
+        ];
+        assert_eq!(misses(&outcomes, 2.0), 3);
+    }
+}

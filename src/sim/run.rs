@@ -1,0 +1,317 @@
+//! One policy over one trace: the time-stepped engine under a control loop.
+//!
+//! Two loops. `hpa` is the seed's: every 15 s the whole decision (`scaling::decide`) runs on a
+//! scrape of the ready replicas. `keda` is how infscale is deployed: `serve`'s collector scrapes
+//! every `scrape_interval` and evaluates (`scaling::evaluate`: the value for `GetMetrics` and the
+//! answer to `IsActive`); KEDA's operator polls every `pollingInterval` and owns 0 <-> 1 and the
+//! cooldown (`scaling::keda::poll`); with `external-push` a held request activates at once; and
+//! KEDA's HPA syncs every 15 s on the latest value (`scaling::hpa_sync`). Both loops call the
+//! very functions `serve` and `decide` call.
+
+use super::cluster::{Cluster, Outcome};
+use super::replica::Hardware;
+use super::trace::Trace;
+use crate::metrics::rates::Snapshot;
+use crate::metrics::Replica;
+use crate::scaling::{decide, evaluate, hpa_sync, keda, Observation, Policy, ScalerState};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Which control loop drives the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Hpa,
+    Keda,
+}
+
+/// The KEDA trigger type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    External,
+    ExternalPush,
+}
+
+/// How the simulation runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub mode: Mode,
+    pub trigger: Trigger,
+    /// Engine step, seconds.
+    pub dt: f64,
+    /// HPA sync period (the controller's 15 s).
+    pub hpa_period_s: f64,
+    /// KEDA's pollingInterval.
+    pub polling_interval_s: f64,
+    /// How often `serve` scrapes the pods.
+    pub scrape_interval_s: f64,
+    /// A first token later than this misses the SLO.
+    pub slo_ttft_s: f64,
+    /// How long the activator holds a request before answering 504.
+    pub hold_timeout_s: f64,
+    pub record_timeline: bool,
+    /// Sample replicas and demand every this many seconds (0: no series).
+    pub series_every_s: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mode: Mode::Keda,
+            trigger: Trigger::ExternalPush,
+            dt: 0.25,
+            hpa_period_s: 15.0,
+            polling_interval_s: 30.0,
+            scrape_interval_s: 5.0,
+            slo_ttft_s: 2.0,
+            hold_timeout_s: 300.0,
+            record_timeline: false,
+            series_every_s: 0.0,
+        }
+    }
+}
+
+/// One decision or KEDA action, for `--timeline`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineEntry {
+    pub t: f64,
+    /// `decide` (hpa mode), `hpa`, `keda` or `push`.
+    pub by: &'static str,
+    pub from: u32,
+    pub to: u32,
+    pub why: String,
+    pub lines: Vec<String>,
+}
+
+/// Replicas and demand at one moment, for plots.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    pub t: f64,
+    /// Replicas billed (starting, ready, draining).
+    pub replicas: u32,
+    pub ready: u32,
+    /// Requests running, waiting or held.
+    pub in_flight: u32,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub outcomes: Vec<Outcome>,
+    pub replica_seconds: f64,
+    pub scale_events: u32,
+    pub peak: u32,
+    pub timeline: Vec<TimelineEntry>,
+    pub series: Vec<SeriesPoint>,
+}
+
+/// `serve`'s collector, simulated: scrapes the ready replicas, keeps each one's last counters
+/// for rates.
+struct Collector {
+    previous: HashMap<u32, Option<Snapshot>>,
+    cpu_request_cores: f64,
+}
+
+impl Collector {
+    fn scrape(&mut self, cluster: &Cluster, now: f64) -> Vec<Replica> {
+        let kv = cluster.hw.kv_capacity;
+        let replicas: Vec<Replica> = cluster
+            .replicas
+            .iter()
+            .filter(|r| r.is_ready())
+            .map(|r| {
+                let previous = self.previous.entry(r.id).or_default();
+                Replica::from_scrape(
+                    r.id.to_string(),
+                    r.signals(kv),
+                    previous,
+                    now,
+                    self.cpu_request_cores,
+                )
+            })
+            .collect();
+        self.previous
+            .retain(|id, _| cluster.replicas.iter().any(|r| r.id == *id));
+        replicas
+    }
+}
+
+fn every(period_s: f64, dt: f64) -> u64 {
+    ((period_s / dt).round() as u64).max(1)
+}
+
+/// Runs `policy` over `trace`.
+pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -> Run {
+    let requests = &trace.requests;
+    let dt = settings.dt;
+    let cold_start = hw.gpu.cold_start_s();
+    let mut cluster = Cluster::new(hw.clone(), policy.min.max(1), settings.hold_timeout_s);
+    let mut outcomes = vec![Outcome::default(); requests.len()];
+    let mut fate = |i: u32, f| outcomes[i as usize].record(f);
+    let mut state = ScalerState {
+        last_active: Some(0.0),
+        ..ScalerState::default()
+    };
+    let mut collector = Collector {
+        previous: HashMap::new(),
+        cpu_request_cores: hw.gpu.cpu_request_cores,
+    };
+    let mut latest: Option<(Option<f64>, bool)> = None;
+    let mut timeline = Vec::new();
+    let mut series = Vec::new();
+    let (hpa_every, poll_every, scrape_every) = (
+        every(settings.hpa_period_s, dt),
+        every(settings.polling_interval_s, dt),
+        every(settings.scrape_interval_s, dt),
+    );
+    let series_every = (settings.series_every_s > 0.0).then(|| every(settings.series_every_s, dt));
+    let steps = (trace.duration / dt).ceil() as u64;
+    let mut next = 0;
+    let mut apply = |cluster: &mut Cluster,
+                     to: u32,
+                     now: f64,
+                     by: &'static str,
+                     why: &str,
+                     lines: Vec<String>| {
+        let from = cluster.current();
+        cluster.resize(to, now, cold_start);
+        if settings.record_timeline {
+            timeline.push(TimelineEntry {
+                t: now,
+                by,
+                from,
+                to,
+                why: why.to_owned(),
+                lines,
+            });
+        }
+    };
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        while next < requests.len() && requests[next].arrival < t + dt {
+            cluster.arrive(next as u32, &requests[next]);
+            next += 1;
+        }
+        cluster.step(t, dt, requests, &mut fate);
+        let now = t + dt;
+        let tick = k + 1;
+        match settings.mode {
+            Mode::Hpa => {
+                if tick % hpa_every == 0 {
+                    let replicas = collector.scrape(&cluster, now);
+                    let obs = observation(&cluster, &replicas, now);
+                    let d = decide(policy, &obs, &mut state);
+                    apply(
+                        &mut cluster,
+                        d.desired,
+                        now,
+                        "decide",
+                        d.why.name(),
+                        d.lines,
+                    );
+                }
+            }
+            Mode::Keda => {
+                if tick % scrape_every == 0 {
+                    let replicas = collector.scrape(&cluster, now);
+                    let obs = observation(&cluster, &replicas, now);
+                    let eval = evaluate(policy, &obs, &mut state);
+                    latest = Some((eval.value, eval.active));
+                }
+                if settings.trigger == Trigger::ExternalPush
+                    && cluster.current() == 0
+                    && !cluster.held.is_empty()
+                {
+                    keda::note_activity(&mut state.last_active, true, now);
+                    let line = format!(
+                        "{} request(s) held: StreamIsActive pushes true, KEDA activates",
+                        cluster.held.len()
+                    );
+                    apply(
+                        &mut cluster,
+                        policy.min.max(1),
+                        now,
+                        "push",
+                        "activate",
+                        vec![line],
+                    );
+                }
+                if tick % poll_every == 0 {
+                    let active = latest.is_some_and(|l| l.1);
+                    let current = cluster.current();
+                    match keda::poll(
+                        policy.min,
+                        policy.cooldown_s,
+                        current,
+                        active,
+                        &mut state.last_active,
+                        now,
+                    ) {
+                        keda::Poll::Activate { to } => {
+                            apply(
+                                &mut cluster,
+                                to,
+                                now,
+                                "keda",
+                                "activate",
+                                vec!["IsActive true at zero: KEDA activates".to_owned()],
+                            );
+                        }
+                        keda::Poll::ToZero { idle_s } => {
+                            let line = format!(
+                                "inactive for {} s, past the {} s cooldown: KEDA scales to zero",
+                                idle_s.map_or("ever".to_owned(), |s| format!("{s:.0}")),
+                                policy.cooldown_s
+                            );
+                            apply(&mut cluster, 0, now, "keda", "idle-to-zero", vec![line]);
+                        }
+                        keda::Poll::Keep { .. } => {}
+                    }
+                }
+                if tick % hpa_every == 0 && cluster.current() > 0 {
+                    let current = cluster.current();
+                    let value = latest.and_then(|l| l.0);
+                    let mut lines = Vec::new();
+                    let sync =
+                        hpa_sync(policy, &mut state, current, current, value, now, &mut lines);
+                    apply(
+                        &mut cluster,
+                        sync.desired,
+                        now,
+                        "hpa",
+                        sync.why.name(),
+                        lines,
+                    );
+                }
+            }
+        }
+        if series_every.is_some_and(|e| tick % e == 0) {
+            series.push(SeriesPoint {
+                t: now,
+                replicas: cluster.replicas.len() as u32,
+                ready: cluster.ready(),
+                in_flight: cluster.in_flight() as u32,
+            });
+        }
+    }
+    Run {
+        outcomes,
+        replica_seconds: cluster.replica_seconds,
+        scale_events: cluster.scale_events,
+        peak: cluster.peak,
+        timeline,
+        series,
+    }
+}
+
+fn observation<'a>(cluster: &Cluster, replicas: &'a [Replica], now: f64) -> Observation<'a> {
+    Observation {
+        now,
+        current: cluster.current(),
+        status: Some(cluster.current()),
+        replicas,
+        missing: 0,
+        held: cluster.held.len() as f64,
+    }
+}

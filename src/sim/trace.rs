@@ -1,0 +1,345 @@
+//! Traffic to replay: the seed's default day in 25 minutes, YAML scenarios, and CSV logs.
+//!
+//! A trace is a list of request arrivals with prompt and output lengths. Generated traces are
+//! deterministic for a given seed: arrivals are a non-homogeneous Poisson process over a
+//! piecewise-linear rate, drawn by thinning, and lengths come from the scenario's distributions.
+//! A CSV (`time_s,prompt_tokens,output_tokens`) replays a user's own log.
+
+use super::rng::{Lengths, Rng};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+/// One request.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Seconds from the start of the trace.
+    pub arrival: f64,
+    pub prompt: u32,
+    pub output: u32,
+}
+
+/// Arrivals to replay, sorted by time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    pub name: String,
+    /// How long the simulation runs, seconds (at least past the last arrival).
+    pub duration: f64,
+    pub requests: Vec<Request>,
+}
+
+/// A generated workload: rates over time and length distributions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default)]
+    pub seed: u64,
+    /// Seconds.
+    pub duration: f64,
+    /// `[time_s, requests_per_s]` points, linear in between; two points at one time make a step.
+    pub rates: Vec<(f64, f64)>,
+    pub prompt: Lengths,
+    pub output: Lengths,
+}
+
+fn default_name() -> String {
+    "scenario".to_owned()
+}
+
+/// A trace that cannot be read or made, naming where.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct TraceError(pub String);
+
+impl Scenario {
+    /// The seed's default: 3 req/s, a ramp to 30 between 180 s and 360 s, a hold to 720 s, a fall
+    /// back to 3 by 840 s, silence from 960 s, and a trickle from 1320 s to the end at 1500 s.
+    /// Chat-shaped lengths: prompts log-normal with mean 350 tokens (sigma 0.8, 16..8192), outputs
+    /// mean 220 (sigma 0.6, 8..4096); see the README for how they were calibrated.
+    pub fn default_day() -> Scenario {
+        Scenario {
+            name: "default".to_owned(),
+            seed: 42,
+            duration: 1500.0,
+            rates: vec![
+                (0.0, 3.0),
+                (180.0, 3.0),
+                (360.0, 30.0),
+                (720.0, 30.0),
+                (840.0, 3.0),
+                (960.0, 3.0),
+                (960.0, 0.0),
+                (1320.0, 0.0),
+                (1320.0, 0.5),
+                (1500.0, 0.5),
+            ],
+            prompt: Lengths::Lognormal {
+                mean: 350.0,
+                sigma: 0.8,
+                min: 16,
+                max: 8192,
+            },
+            output: Lengths::Lognormal {
+                mean: 220.0,
+                sigma: 0.6,
+                min: 8,
+                max: 4096,
+            },
+        }
+    }
+
+    /// A constant rate for `duration` seconds with the default lengths (the speed benchmark's
+    /// 24-hour trace).
+    pub fn steady(rate: f64, duration: f64, seed: u64) -> Scenario {
+        Scenario {
+            name: format!("steady {rate} req/s for {duration} s"),
+            seed,
+            duration,
+            rates: vec![(0.0, rate), (duration, rate)],
+            ..Scenario::default_day()
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), TraceError> {
+        let bad = |m: String| Err(TraceError(format!("scenario {}: {m}", self.name)));
+        if !(self.duration.is_finite() && self.duration > 0.0) {
+            return bad(format!(
+                "duration {} must be a positive number of seconds",
+                self.duration
+            ));
+        }
+        if self.rates.is_empty() {
+            return bad("rates needs at least one [time, rate] point".into());
+        }
+        for (i, &(t, r)) in self.rates.iter().enumerate() {
+            if !(t.is_finite() && t >= 0.0 && r.is_finite() && r >= 0.0) {
+                return bad(format!(
+                    "rates[{i}] = [{t}, {r}]: time and rate must be numbers >= 0"
+                ));
+            }
+            if i > 0 && t < self.rates[i - 1].0 {
+                return bad(format!(
+                    "rates[{i}] at {t} s comes before the point above it"
+                ));
+            }
+        }
+        self.prompt
+            .validate("prompt")
+            .and_then(|_| self.output.validate("output"))
+            .map_err(|m| TraceError(format!("scenario {}: {m}", self.name)))
+    }
+
+    /// Requests per second at `t`: linear between points, flat before the first and after the
+    /// last; at a step (two points at one time) the later point holds from that time on.
+    pub fn rate_at(&self, t: f64) -> f64 {
+        let points = &self.rates;
+        let Some(first) = points.first() else {
+            return 0.0;
+        };
+        if t < first.0 {
+            return first.1;
+        }
+        let i = points.partition_point(|p| p.0 <= t);
+        if i >= points.len() {
+            return points[points.len() - 1].1;
+        }
+        let (t0, r0) = points[i - 1];
+        let (t1, r1) = points[i];
+        if t1 <= t0 {
+            return r1;
+        }
+        r0 + (r1 - r0) * (t - t0) / (t1 - t0)
+    }
+
+    /// The trace this scenario describes.
+    pub fn generate(&self) -> Result<Trace, TraceError> {
+        self.validate()?;
+        let peak = self.rates.iter().map(|p| p.1).fold(0.0, f64::max);
+        let mut rng = Rng::new(self.seed);
+        let mut requests = Vec::with_capacity((peak * self.duration) as usize / 2);
+        let mut t = 0.0;
+        if peak > 0.0 {
+            loop {
+                t += rng.exponential(peak);
+                if t >= self.duration {
+                    break;
+                }
+                if rng.uniform() * peak < self.rate_at(t) {
+                    requests.push(Request {
+                        arrival: t,
+                        prompt: self.prompt.sample(&mut rng),
+                        output: self.output.sample(&mut rng),
+                    });
+                }
+            }
+        }
+        Ok(Trace {
+            name: self.name.clone(),
+            duration: self.duration,
+            requests,
+        })
+    }
+}
+
+/// The header of a trace CSV.
+pub const CSV_HEADER: &str = "time_s,prompt_tokens,output_tokens";
+
+impl Trace {
+    /// Reads `time_s,prompt_tokens,output_tokens` rows (a header line and `#` comments allowed).
+    /// Rows are sorted by time; the run lasts until `duration` or, by default, two minutes past
+    /// the last arrival.
+    pub fn from_csv(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, TraceError> {
+        let mut requests = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("time")) {
+                continue;
+            }
+            let bad = |m: &str| TraceError(format!("{name}:{}: {m}: {line:?}", i + 1));
+            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            let [time, prompt, output] = fields[..] else {
+                return Err(bad("expected time_s,prompt_tokens,output_tokens"));
+            };
+            let arrival: f64 = time
+                .parse()
+                .ok()
+                .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+                .ok_or_else(|| bad("time_s is not a number of seconds >= 0"))?;
+            let prompt: u32 = prompt
+                .parse()
+                .map_err(|_| bad("prompt_tokens is not a whole number"))?;
+            let output: u32 = output
+                .parse()
+                .ok()
+                .filter(|o| *o >= 1)
+                .ok_or_else(|| bad("output_tokens is not a whole number >= 1"))?;
+            requests.push(Request {
+                arrival,
+                prompt,
+                output,
+            });
+        }
+        requests.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
+        let last = requests.last().map_or(0.0, |r| r.arrival);
+        let duration = duration.unwrap_or((last + 120.0).ceil());
+        if !(duration.is_finite() && duration > 0.0) {
+            return Err(TraceError(format!(
+                "{name}: duration {duration} must be positive"
+            )));
+        }
+        Ok(Trace {
+            name: name.to_owned(),
+            duration,
+            requests,
+        })
+    }
+
+    /// The trace as CSV; times print in full precision, so reading it back gives the same trace.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::with_capacity(self.requests.len() * 24 + 40);
+        out.push_str(CSV_HEADER);
+        out.push('\n');
+        for r in &self.requests {
+            let _ = writeln!(out, "{},{},{}", r.arrival, r.prompt, r.output);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_day_has_the_seed_shape() {
+        let s = Scenario::default_day();
+        for (t, rate) in [
+            (0.0, 3.0),
+            (270.0, 16.5),
+            (500.0, 30.0),
+            (780.0, 16.5),
+            (900.0, 3.0),
+            (1000.0, 0.0),
+            (1400.0, 0.5),
+        ] {
+            assert_eq!(s.rate_at(t), rate, "at {t}");
+        }
+        assert_eq!(s.rate_at(960.0), 0.0);
+        let trace = s.generate().unwrap();
+        let n = trace.requests.len() as f64;
+        // The integral of the rate: 540 + 2970 + 10800 + 1980 + 360 + 90 = 16740.
+        assert!((n - 16740.0).abs() < 400.0, "{n}");
+        assert!(trace
+            .requests
+            .iter()
+            .all(|r| !(960.0..1320.0).contains(&r.arrival)));
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_trace() {
+        let a = Scenario::default_day().generate().unwrap();
+        let b = Scenario::default_day().generate().unwrap();
+        assert_eq!(a, b);
+        let c = Scenario {
+            seed: 7,
+            ..Scenario::default_day()
+        }
+        .generate()
+        .unwrap();
+        assert_ne!(a.requests, c.requests);
+    }
+
+    #[test]
+    fn a_csv_trace_round_trips() {
+        let a = Scenario::default_day().generate().unwrap();
+        let b = Trace::from_csv("default", &a.to_csv(), Some(a.duration)).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn csv_errors_name_file_and_line() {
+        let e = Trace::from_csv(
+            "log.csv",
+            "time_s,prompt_tokens,output_tokens\n1.0,10,5\n2.0,ten,5\n",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("log.csv:3: prompt_tokens"), "{e}");
+        let e = Trace::from_csv("log.csv", "1.0,10\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("log.csv:1:"), "{e}");
+        assert!(Trace::from_csv("x", "-1,10,5\n", None).is_err());
+        assert!(Trace::from_csv("x", "1,10,0\n", None).is_err());
+    }
+
+    #[test]
+    fn csv_rows_are_sorted_and_the_run_outlasts_them() {
+        let t = Trace::from_csv("x", "5,10,5\n1,10,5\n", None).unwrap();
+        assert_eq!(t.requests[0].arrival, 1.0);
+        assert_eq!(t.duration, 125.0);
+    }
+
+    #[test]
+    fn scenarios_read_from_yaml_and_are_checked() {
+        let yaml = "name: burst\nseed: 3\nduration: 600\nrates: [[0, 1], [300, 1], [300, 20], [600, 20]]\n\
+                    prompt: {dist: uniform, min: 100, max: 200}\noutput: {dist: constant, value: 300}\n";
+        let s: Scenario = serde_yaml::from_str(yaml).unwrap();
+        assert_eq!(s.rate_at(299.0), 1.0);
+        assert_eq!(s.rate_at(300.0), 20.0);
+        assert!(s
+            .generate()
+            .unwrap()
+            .requests
+            .iter()
+            .all(|r| r.output == 300));
+        let bad = Scenario {
+            rates: vec![(10.0, 1.0), (5.0, 1.0)],
+            ..s.clone()
+        };
+        assert!(bad.validate().unwrap_err().to_string().contains("rates[1]"));
+        assert!(serde_yaml::from_str::<Scenario>("duration: 1\nrates: []\nprompt: {dist: constant, value: 1}\noutput: {dist: constant, value: 1}\ncolour: red\n").is_err());
+    }
+}

@@ -1,0 +1,309 @@
+//! The simulator end to end on the default trace: the seed's comparison, the recommendation,
+//! the Easy exercise, determinism, and the CSV round trip through the binaries.
+
+use infscale::scaling::Policy;
+use infscale::sim::bound::clairvoyant;
+use infscale::sim::gpu::GpuModel;
+use infscale::sim::replica::Hardware;
+use infscale::sim::report::{summarize, Summary};
+use infscale::sim::run::{run, Mode, Settings};
+use infscale::sim::trace::{Scenario, Trace};
+use std::process::Command;
+
+fn default_trace() -> Trace {
+    Scenario::default_day().generate().unwrap()
+}
+
+fn policy(spec: &str) -> Policy {
+    let mut p = Policy::parse(spec).unwrap();
+    if !spec.contains("max=") {
+        p.max = 8;
+    }
+    p
+}
+
+fn simulate(trace: &Trace, spec: &str, settings: &Settings) -> Summary {
+    let hw = Hardware::new(GpuModel::default());
+    summarize(
+        spec,
+        &run(trace, &hw, &policy(spec), settings),
+        settings.slo_ttft_s,
+    )
+}
+
+#[test]
+fn the_seed_policies_land_near_the_seed_table() {
+    let trace = default_trace();
+    let s = Settings::default();
+    let cpu60 = simulate(&trace, "cpu:60", &s);
+    let cpu25 = simulate(&trace, "cpu:25", &s);
+    let queue = simulate(&trace, "queue:24", &s);
+    let lookahead = simulate(&trace, "queue:24,lookahead=90", &s);
+    let zero = simulate(&trace, "queue:24,min=0,cooldown=120", &s);
+    // CPU at 60% never scales: the pod cannot pass 46%.
+    assert!(cpu60.slo_miss_pct > 75.0, "{cpu60:?}");
+    assert_eq!((cpu60.peak_replicas, cpu60.scale_events), (1, 0));
+    // CPU at 25% meets the SLO at the maximum, the most expensive row.
+    assert!(cpu25.slo_miss_pct < 0.5, "{cpu25:?}");
+    assert_eq!(cpu25.peak_replicas, 8);
+    for other in [&queue, &lookahead, &zero] {
+        assert!(cpu25.replica_minutes > other.replica_minutes);
+    }
+    // Queue depth: a few % misses, from the ramp, at about 60% of cpu:25's cost.
+    assert!((0.5..10.0).contains(&queue.slo_miss_pct), "{queue:?}");
+    let share = queue.replica_minutes / cpu25.replica_minutes;
+    assert!((0.4..0.75).contains(&share), "{share}");
+    // The lookahead buys replicas earlier: no misses, higher cost.
+    assert!(lookahead.slo_miss_pct < 0.5, "{lookahead:?}");
+    assert!(lookahead.replica_minutes > queue.replica_minutes);
+    // Scale to zero: a little cheaper than queue:24.
+    assert!(zero.replica_minutes < queue.replica_minutes);
+    assert!(zero.replica_minutes > 0.8 * queue.replica_minutes);
+}
+
+#[test]
+fn a_queue_policy_beats_cpu_on_misses() {
+    let trace = default_trace();
+    let s = Settings::default();
+    let queue = simulate(&trace, "queue:24", &s);
+    let cpu = simulate(&trace, "cpu:60", &s);
+    assert!(queue.slo_miss * 10 < cpu.slo_miss, "{queue:?} {cpu:?}");
+}
+
+#[test]
+fn the_recommendation_beats_every_seed_policy_that_meets_the_slo() {
+    let trace = default_trace();
+    let s = Settings::default();
+    let seed: Vec<Summary> = [
+        "cpu:60",
+        "cpu:25",
+        "queue:24",
+        "queue:24,lookahead=90",
+        "queue:24,min=0,cooldown=120",
+    ]
+    .iter()
+    .map(|p| simulate(&trace, p, &s))
+    .collect();
+    let hw = Hardware::new(GpuModel::default());
+    let bound = clairvoyant(&trace, &hw, s.slo_ttft_s, s.dt, 64);
+    for spec in [
+        "queue:48,lookahead=120,downwindow=60",
+        "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60",
+    ] {
+        let ours = simulate(&trace, spec, &s);
+        assert!(ours.slo_miss_pct <= 0.5, "{ours:?}");
+        for other in seed.iter().filter(|o| o.slo_miss_pct < 1.0) {
+            assert!(
+                ours.replica_minutes < other.replica_minutes,
+                "{ours:?} vs {other:?}"
+            );
+        }
+        // Reported as a ratio to the bound; the bound is below any policy that meets the SLO.
+        assert!(bound.replica_minutes < ours.replica_minutes);
+        assert!(ours.replica_minutes / bound.replica_minutes < 2.0);
+    }
+}
+
+#[test]
+fn downpods_one_never_drops_more_than_one_replica_a_period() {
+    let trace = default_trace();
+    let s = Settings {
+        record_timeline: true,
+        ..Settings::default()
+    };
+    let hw = Hardware::new(GpuModel::default());
+    let r = run(&trace, &hw, &policy("queue:24,downpods=1"), &s);
+    let downs: Vec<(f64, u32, u32)> = r
+        .timeline
+        .iter()
+        .filter(|e| e.to < e.from)
+        .map(|e| (e.t, e.from, e.to))
+        .collect();
+    assert!(!downs.is_empty());
+    for (t, from, to) in &downs {
+        assert_eq!(from - to, 1, "at {t}: {from} -> {to}");
+    }
+    // And without it, the late drop takes several replicas at once.
+    let r = run(&trace, &hw, &policy("queue:24"), &s);
+    assert!(r.timeline.iter().any(|e| e.from > e.to + 1));
+}
+
+#[test]
+fn the_same_seed_gives_identical_results() {
+    let s = Settings::default();
+    let a = simulate(&default_trace(), "queue:24,lookahead=90,min=0", &s);
+    let b = simulate(&default_trace(), "queue:24,lookahead=90,min=0", &s);
+    assert_eq!(a, b);
+    let other = Scenario {
+        seed: 7,
+        ..Scenario::default_day()
+    }
+    .generate()
+    .unwrap();
+    assert_ne!(simulate(&other, "queue:24,lookahead=90,min=0", &s), a);
+}
+
+#[test]
+fn the_hpa_loop_runs_the_seed_decision_every_fifteen_seconds() {
+    let s = Settings {
+        mode: Mode::Hpa,
+        record_timeline: true,
+        ..Settings::default()
+    };
+    let trace = default_trace();
+    let hw = Hardware::new(GpuModel::default());
+    let r = run(&trace, &hw, &policy("queue:24"), &s);
+    assert_eq!(r.timeline.len(), 100);
+    assert!(r.timeline.iter().all(|e| e.by == "decide"));
+}
+
+#[test]
+fn scale_to_zero_wakes_on_a_held_request() {
+    let trace = default_trace();
+    let s = Settings {
+        record_timeline: true,
+        ..Settings::default()
+    };
+    let hw = Hardware::new(GpuModel::default());
+    let r = run(&trace, &hw, &policy("queue:24,min=0,cooldown=120"), &s);
+    let to_zero = r
+        .timeline
+        .iter()
+        .find(|e| e.to == 0)
+        .expect("scaled to zero");
+    assert!(to_zero.t > 960.0 && to_zero.t < 1320.0, "{to_zero:?}");
+    let wake = r.timeline.iter().find(|e| e.from == 0).expect("woke");
+    assert_eq!(wake.by, "push");
+    // The trickle's first request arrives after 1320 s and activates within one step.
+    let first = trace.requests.iter().find(|q| q.arrival >= 1320.0).unwrap();
+    assert!(
+        wake.t - first.arrival <= 0.5,
+        "{} vs {}",
+        wake.t,
+        first.arrival
+    );
+    // Nothing waited out the activator's timeout.
+    assert_eq!(r.outcomes.iter().filter(|o| o.rejected).count(), 0);
+}
+
+fn bin(name: &str, args: &[&str]) -> String {
+    let exe = match name {
+        "infscale" => env!("CARGO_BIN_EXE_infscale"),
+        _ => env!("CARGO_BIN_EXE_infscale-sim"),
+    };
+    let out = Command::new(exe).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_csv_trace_round_trips_through_the_binary() {
+    let dir = std::env::temp_dir().join(format!("infscale-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("trace.csv");
+    let csv_s = csv.to_string_lossy().into_owned();
+    let generated = bin(
+        "infscale",
+        &["simulate", "queue:24", "--write-trace", &csv_s, "--json"],
+    );
+    let replayed = bin(
+        "infscale-sim",
+        &[
+            "simulate",
+            "queue:24",
+            "--trace",
+            &csv_s,
+            "--duration",
+            "1500",
+            "--json",
+        ],
+    );
+    let a: serde_json::Value = serde_json::from_str(&generated).unwrap();
+    let b: serde_json::Value = serde_json::from_str(&replayed).unwrap();
+    assert_eq!(a["policies"], b["policies"]);
+    assert_eq!(
+        a["clairvoyant_replica_minutes"],
+        b["clairvoyant_replica_minutes"]
+    );
+    let trace =
+        Trace::from_csv("t", &std::fs::read_to_string(&csv).unwrap(), Some(1500.0)).unwrap();
+    let original = default_trace();
+    assert_eq!(trace.duration, original.duration);
+    assert!(
+        trace.requests == original.requests,
+        "the requests differ after the round trip"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn json_output_has_the_promised_fields() {
+    let out = bin("infscale", &["simulate", "queue:24", "cpu:60", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["clairvoyant_replica_minutes"].as_f64().unwrap() > 0.0);
+    for p in v["policies"].as_array().unwrap() {
+        for field in [
+            "policy",
+            "slo_miss_pct",
+            "replica_minutes",
+            "ttft_p95_s",
+            "peak_replicas",
+            "scale_events",
+        ] {
+            assert!(!p[field].is_null(), "{field} in {p}");
+        }
+    }
+}
+
+#[test]
+fn gpu_prints_the_seed_numbers_in_both_binaries() {
+    let a = bin("infscale", &["gpu"]);
+    assert_eq!(a, bin("infscale-sim", &["gpu"]));
+    assert!(
+        a.contains("396728 tokens") && a.contains("cold start   91 s"),
+        "{a}"
+    );
+    let slower = bin("infscale", &["gpu", "--hbm-gb-per-s", "2000"]);
+    assert!(slower.contains("11.5 ms at batch 1"), "{slower}");
+}
+
+#[test]
+fn tune_prints_a_frontier_and_a_scaled_object() {
+    let out = bin(
+        "infscale",
+        &[
+            "tune",
+            "--targets",
+            "24,48",
+            "--lookaheads",
+            "0,120",
+            "--down-windows",
+            "60",
+            "--down-policies",
+            "default",
+            "--cooldowns",
+            "none,60",
+            "--max-miss",
+            "1",
+        ],
+    );
+    assert!(out.contains("Pareto frontier"), "{out}");
+    let yaml = &out[out.find("apiVersion").expect("a ScaledObject")..];
+    let doc: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+    assert_eq!(doc["kind"], "ScaledObject");
+    assert_eq!(doc["spec"]["triggers"][0]["type"], "external-push");
+}
+
+#[test]
+fn the_plot_is_an_svg() {
+    let path = std::env::temp_dir().join(format!("infscale-plot-{}.svg", std::process::id()));
+    let path_s = path.to_string_lossy().into_owned();
+    bin("infscale", &["simulate", "queue:24", "--plot", &path_s]);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("queue:24: replicas and demand"));
+    std::fs::remove_file(&path).unwrap();
+}
