@@ -78,11 +78,8 @@ fn check_dir(dir: &Path) {
             }
         }
     }
-    println!(
-        "hpa vectors: {passed} passed, {} failed ({})",
-        failures.len(),
-        dir.display()
-    );
+    println!("vectors from {}", dir.display());
+    println!("hpa vectors: {passed} passed, {} failed", failures.len());
     for f in &failures {
         println!("{f}");
     }
