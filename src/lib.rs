@@ -14,7 +14,9 @@
 //! - [`cli`]: argument parsing and printing for the `infscale` binary.
 
 pub mod cli;
+pub mod counts;
 pub mod metrics;
+pub mod scaler;
 pub mod scaling;
 pub mod sim;
 pub mod source;

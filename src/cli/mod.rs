@@ -7,6 +7,7 @@ mod decide;
 mod gpu;
 mod parse;
 mod read;
+pub mod serve;
 mod simulate;
 mod table;
 mod tune;
@@ -28,6 +29,8 @@ pub enum Command {
     Parse(parse::Args),
     /// Decide a replica count from /metrics pages, held requests and a policy, with reasons.
     Decide(Box<decide::Args>),
+    /// Serve KEDA's external scaler protocol (gRPC): scale model servers on running + waiting.
+    Serve(Box<serve::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -59,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Parse(args) => runtime()?.block_on(parse::run(args)),
         Command::Decide(args) => runtime()?.block_on(decide::run(*args)),
+        Command::Serve(args) => runtime()?.block_on(serve::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }

@@ -3,6 +3,11 @@
 
 #![allow(dead_code)]
 
+pub mod activator;
+pub mod http;
+pub mod kubeapi;
+pub mod pods;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::thread::JoinHandle;

@@ -1,0 +1,171 @@
+//! `infscale serve`: the KEDA external scaler.
+
+use crate::scaler::discovery::{ScrapeVia, StaticTargets};
+use crate::scaler::server::{self, Config, TlsFiles};
+use anyhow::{bail, Context};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where KEDA reaches the gRPC service (a trigger's scalerAddress).
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub listen: SocketAddr,
+    /// Where the scaler's own /metrics and /healthz are served ("none" to turn off).
+    #[arg(long, default_value = "0.0.0.0:9091")]
+    pub metrics_listen: String,
+    /// Server certificate (PEM), for TLS (KEDA's enableTLS).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Server key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) that client certificates must chain to: mutual TLS (KEDA's tlsClientCert).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Local discovery: metadata `deployment: NAME` scrapes these URLs; no Kubernetes API is used
+    /// for it. Repeatable.
+    #[arg(long, value_name = "NAME=URL[,URL...]")]
+    pub static_target: Vec<String>,
+    /// An activator admin URL (prefix) that trigger metadata may name besides Services in the
+    /// ScaledObject's own namespace. Repeatable.
+    #[arg(long, value_name = "URL")]
+    pub allow_activator: Vec<String>,
+    /// Use this Kubernetes API server without credentials (e.g. `kubectl proxy`'s); default:
+    /// the in-cluster service account, else the kubeconfig.
+    #[arg(long, value_name = "URL")]
+    pub kube_api: Option<String>,
+    /// Never use the Kubernetes API (static targets only).
+    #[arg(long)]
+    pub no_kube: bool,
+    /// How to reach pod pages: direct (pod IP) or proxy (the API server's pod proxy, for use out
+    /// of a cluster) [default: direct in a cluster, proxy outside].
+    #[arg(long, value_parser = ["direct", "proxy"])]
+    pub scrape_via: Option<String>,
+    /// The largest page read from a pod, bytes.
+    #[arg(long, default_value_t = crate::source::DEFAULT_MAX_BYTES)]
+    pub max_page_bytes: usize,
+    /// Scrapes in flight at once, over all targets.
+    #[arg(long, default_value_t = 64)]
+    pub max_concurrent_scrapes: usize,
+    /// Stop a target's collector after this many seconds without a call for it.
+    #[arg(long, default_value_t = 600.0)]
+    pub idle_stop_seconds: f64,
+    /// Keep using the last pod list this many seconds after the Kubernetes API stops answering,
+    /// then answer with errors.
+    #[arg(long, default_value_t = 300.0)]
+    pub stale_after_seconds: f64,
+    /// Log format: text or json (level from RUST_LOG, default info).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+/// `NAME=URL[,URL...]` flags into a map.
+pub fn static_targets(flags: &[String]) -> anyhow::Result<StaticTargets> {
+    let mut map = StaticTargets::new();
+    for flag in flags {
+        let Some((name, urls)) = flag.split_once('=') else {
+            bail!("--static-target {flag:?}: expected NAME=URL[,URL...]");
+        };
+        let urls: Vec<String> = urls.split(',').map(|u| u.trim().to_owned()).collect();
+        if name.is_empty() || urls.iter().any(|u| !crate::source::Reader::is_url(u)) {
+            bail!("--static-target {flag:?}: expected NAME=URL[,URL...] with http(s) URLs");
+        }
+        map.entry(name.to_owned()).or_default().extend(urls);
+    }
+    Ok(map)
+}
+
+/// Logs as text or JSON lines, level from RUST_LOG (default info).
+pub fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutting down");
+}
+
+fn seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    if !(v.is_finite() && v > 0.0) {
+        bail!("{flag} {v}: expected a positive number of seconds");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    init_logging(&args.log_format);
+    let metrics_listen =
+        match args.metrics_listen.as_str() {
+            "none" => None,
+            addr => Some(addr.parse().with_context(|| {
+                format!("--metrics-listen {addr:?}: expected HOST:PORT or none")
+            })?),
+        };
+    let config = Config {
+        listen: args.listen,
+        metrics_listen,
+        tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| TlsFiles {
+            cert,
+            key,
+            client_ca: args.tls_client_ca,
+        }),
+        statics: static_targets(&args.static_target)?,
+        allowed_activators: args.allow_activator,
+        kube_api: args.kube_api,
+        use_kube: !args.no_kube,
+        scrape_via: args.scrape_via.map(|v| {
+            if v == "proxy" {
+                ScrapeVia::Proxy
+            } else {
+                ScrapeVia::Direct
+            }
+        }),
+        max_page_bytes: args.max_page_bytes,
+        max_concurrent_scrapes: args.max_concurrent_scrapes,
+        idle_stop: seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
+        staleness: seconds("--stale-after-seconds", args.stale_after_seconds)?,
+    };
+    let bound = server::bind(config).await?;
+    bound.run(shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_targets_parse() {
+        let m = static_targets(&[
+            "chat=http://127.0.0.1:8001/metrics,http://127.0.0.1:8002/metrics".into(),
+        ])
+        .unwrap();
+        assert_eq!(m["chat"].len(), 2);
+        assert!(static_targets(&["chat".into()]).is_err());
+        assert!(static_targets(&["chat=file.prom".into()]).is_err());
+    }
+}

@@ -1,0 +1,152 @@
+//! Following an activator's counts of held requests, live.
+//!
+//! The follower first opens the activator's watch endpoint (`GET {url}/queue/watch`, server-sent
+//! events, one `data:` line of counts JSON per change), so a request held at the activator
+//! reaches the scaler, and KEDA through `StreamIsActive`, within milliseconds. Where there is no
+//! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue` every 500 ms.
+//! Responses and event lines are size-capped; failures are reported, and retried with backoff.
+
+use super::metadata::ActivatorRef;
+use crate::counts::{HostCounts, QueueCounts};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The largest counts document or event line accepted.
+const MAX_BYTES: usize = 1 << 20;
+const POLL_EVERY: Duration = Duration::from_millis(500);
+
+/// What the follower last saw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Counts {
+    /// Not connected yet.
+    Unknown,
+    /// This target's host's counts (zero when the activator does not list the host).
+    Seen(HostCounts),
+    /// The activator cannot be read.
+    Failed(String),
+}
+
+/// Starts following; the receiver changes on every new reading.
+pub fn follow(
+    http: reqwest::Client,
+    activator: ActivatorRef,
+) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = watch::channel(Counts::Unknown);
+    let task = tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let outcome = watch_events(&http, &activator, &tx).await;
+            match outcome {
+                Ok(Mode::NoWatch) => poll(&http, &activator, &tx).await,
+                Ok(Mode::Ended) => backoff = Duration::from_millis(100),
+                Err(e) => {
+                    tracing::warn!(activator = %activator.url, error = %e, "activator unreachable");
+                    let _ = tx.send(Counts::Failed(e));
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+            if tx.is_closed() {
+                return;
+            }
+            tokio::time::sleep(backoff).await;
+        }
+    });
+    (rx, task)
+}
+
+enum Mode {
+    /// The activator has no watch endpoint: poll instead.
+    NoWatch,
+    /// The event stream ended; reconnect.
+    Ended,
+}
+
+fn host_counts(doc: &[u8], host: &str) -> Result<HostCounts, String> {
+    let counts: QueueCounts =
+        serde_json::from_slice(doc).map_err(|e| format!("counts are not the /queue JSON: {e}"))?;
+    Ok(counts.get(host).copied().unwrap_or_default())
+}
+
+async fn watch_events(
+    http: &reqwest::Client,
+    activator: &ActivatorRef,
+    tx: &watch::Sender<Counts>,
+) -> Result<Mode, String> {
+    let url = format!("{}/queue/watch", activator.url);
+    let mut response = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if matches!(response.status().as_u16(), 404 | 405 | 501) {
+        return Ok(Mode::NoWatch);
+    }
+    if !response.status().is_success() {
+        return Err(format!("{url}: HTTP status {}", response.status()));
+    }
+    let mut line = Vec::new();
+    let mut data = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        for &b in chunk.iter() {
+            if b != b'\n' {
+                line.push(b);
+                if line.len() > MAX_BYTES {
+                    return Err(format!("{url}: an event line over {MAX_BYTES} bytes"));
+                }
+                continue;
+            }
+            let text = line.strip_suffix(b"\r").unwrap_or(&line);
+            if text.is_empty() {
+                if !data.is_empty() {
+                    let counts = host_counts(&data, &activator.host)?;
+                    tx.send_if_modified(|c| {
+                        let new = Counts::Seen(counts);
+                        let changed = *c != new;
+                        *c = new;
+                        changed
+                    });
+                    data.clear();
+                }
+            } else if let Some(payload) = text.strip_prefix(b"data:") {
+                data.extend_from_slice(payload.strip_prefix(b" ").unwrap_or(payload));
+            }
+            line.clear();
+        }
+    }
+    Ok(Mode::Ended)
+}
+
+async fn poll(http: &reqwest::Client, activator: &ActivatorRef, tx: &watch::Sender<Counts>) {
+    let url = format!("{}/queue", activator.url);
+    loop {
+        let reading = async {
+            let mut response = http.get(&url).send().await.map_err(|e| e.to_string())?;
+            if !response.status().is_success() {
+                return Err(format!("{url}: HTTP status {}", response.status()));
+            }
+            let mut doc = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+                if doc.len() + chunk.len() > MAX_BYTES {
+                    return Err(format!("{url}: counts over {MAX_BYTES} bytes"));
+                }
+                doc.extend_from_slice(&chunk);
+            }
+            host_counts(&doc, &activator.host)
+        }
+        .await;
+        let new = match reading {
+            Ok(c) => Counts::Seen(c),
+            Err(e) => Counts::Failed(e),
+        };
+        tx.send_if_modified(|c| {
+            let changed = *c != new;
+            *c = new.clone();
+            changed
+        });
+        if tx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}

@@ -1,0 +1,338 @@
+//! Which pods to scrape for a target: a watched store of the Kubernetes API's pods, or a static
+//! list for local use.
+//!
+//! In a cluster, the pods are those of the target's Deployment (its selector, read once from the
+//! API) or of a label selector, in the ScaledObject's own namespace only, kept current by a watch
+//! (kube's reflector) rather than a list call per scrape. Only Ready pods with an IP, not being
+//! deleted, are scraped. If the API stops answering, the last set is used for a bounded time,
+//! then the target reports an error rather than a guess.
+
+use super::metadata::{Pods, TargetSpec};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How pod pages are reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScrapeVia {
+    /// `scheme://podIP:port/path` (in a cluster).
+    Direct,
+    /// The API server's pod proxy (out of a cluster, with a kubeconfig).
+    Proxy,
+}
+
+/// One pod to scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodEndpoint {
+    pub name: String,
+    pub address: Address,
+    /// The pod's CPU request, for CPU as a percentage of it.
+    pub cpu_request_cores: f64,
+}
+
+/// Where a pod's page is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    Url(String),
+    /// A path on the API server: `/api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH`.
+    Proxy(String),
+}
+
+/// The source of a target's pods.
+pub enum Discovery {
+    Static(Vec<PodEndpoint>),
+    Kube(KubeDiscovery),
+}
+
+/// Why a target's pods are not known.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("no --static-target {0} and no Kubernetes API to find its pods")]
+    NoSource(String),
+    #[error("reading deployment {0}: {1}")]
+    Deployment(String, String),
+    #[error("the pod list is {0:.0} s old (the Kubernetes API stopped answering: {1})")]
+    Stale(f64, String),
+    #[error("waiting for the first pod list from the Kubernetes API")]
+    NotSynced,
+}
+
+/// Static targets from `--static-target NAME=URL[,URL...]`.
+pub type StaticTargets = HashMap<String, Vec<String>>;
+
+/// Everything discovery needs from the server.
+#[derive(Clone)]
+pub struct DiscoveryContext {
+    pub statics: Arc<StaticTargets>,
+    pub client: Option<Client>,
+    pub via: ScrapeVia,
+    /// How long the last pod list is trusted once the API stops answering.
+    pub staleness: Duration,
+}
+
+impl Discovery {
+    /// Starts discovery for a target: a static list when one is named, else a watch.
+    pub async fn start(
+        ctx: &DiscoveryContext,
+        spec: &TargetSpec,
+    ) -> Result<Discovery, DiscoveryError> {
+        if let Pods::Deployment(name) = &spec.pods {
+            if let Some(urls) = ctx.statics.get(name) {
+                return Ok(Discovery::Static(
+                    urls.iter()
+                        .map(|u| PodEndpoint {
+                            name: u.clone(),
+                            address: Address::Url(u.clone()),
+                            cpu_request_cores: crate::metrics::replica::DEFAULT_CPU_REQUEST_CORES,
+                        })
+                        .collect(),
+                ));
+            }
+        }
+        let Some(client) = &ctx.client else {
+            let name = match &spec.pods {
+                Pods::Deployment(d) => d.clone(),
+                Pods::Selector(s) => s.clone(),
+            };
+            return Err(DiscoveryError::NoSource(name));
+        };
+        let selector = match &spec.pods {
+            Pods::Selector(s) => s.clone(),
+            Pods::Deployment(name) => deployment_selector(client, &spec.namespace, name).await?,
+        };
+        Ok(Discovery::Kube(KubeDiscovery::start(
+            client.clone(),
+            spec,
+            selector,
+            ctx.via,
+            ctx.staleness,
+        )))
+    }
+
+    /// The Ready pods to scrape now.
+    pub fn pods(&self) -> Result<Vec<PodEndpoint>, DiscoveryError> {
+        match self {
+            Discovery::Static(pods) => Ok(pods.clone()),
+            Discovery::Kube(k) => k.pods(),
+        }
+    }
+}
+
+/// A Deployment's selector as a label selector string.
+async fn deployment_selector(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<String, DiscoveryError> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let d = api
+        .get(name)
+        .await
+        .map_err(|e| DiscoveryError::Deployment(name.to_owned(), e.to_string()))?;
+    let selector = d.spec.selector;
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.unwrap_or_default() {
+        let values = e.values.unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            _ => format!("!{}", e.key),
+        });
+    }
+    if parts.is_empty() {
+        return Err(DiscoveryError::Deployment(
+            name.to_owned(),
+            "it has an empty selector".into(),
+        ));
+    }
+    Ok(parts.join(","))
+}
+
+/// The watch's health: when it last delivered, and its last error.
+#[derive(Debug, Clone)]
+struct Health {
+    last_ok: Option<Instant>,
+    error: Option<String>,
+}
+
+/// A reflector over the target's pods.
+pub struct KubeDiscovery {
+    store: Store<Pod>,
+    health: Arc<Mutex<Health>>,
+    task: tokio::task::JoinHandle<()>,
+    namespace: String,
+    port: u16,
+    path: String,
+    scheme: String,
+    via: ScrapeVia,
+    staleness: Duration,
+}
+
+impl Drop for KubeDiscovery {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl KubeDiscovery {
+    fn start(
+        client: Client,
+        spec: &TargetSpec,
+        selector: String,
+        via: ScrapeVia,
+        staleness: Duration,
+    ) -> KubeDiscovery {
+        let api: Api<Pod> = Api::namespaced(client, &spec.namespace);
+        let (store, writer) = reflector::store();
+        let health = Arc::new(Mutex::new(Health {
+            last_ok: None,
+            error: None,
+        }));
+        let h = health.clone();
+        let config = watcher::Config::default().labels(&selector);
+        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if let Ok(mut health) = h.lock() {
+                    match event {
+                        Ok(_) => {
+                            health.last_ok = Some(Instant::now());
+                            health.error = None;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "pod watch failed");
+                            health.error = Some(e.to_string());
+                        }
+                    }
+                }
+            }
+        });
+        KubeDiscovery {
+            store,
+            health,
+            task,
+            namespace: spec.namespace.clone(),
+            port: spec.metrics_port,
+            path: spec.metrics_path.clone(),
+            scheme: spec.metrics_scheme.clone(),
+            via,
+            staleness,
+        }
+    }
+
+    fn pods(&self) -> Result<Vec<PodEndpoint>, DiscoveryError> {
+        let health = self.health.lock().map(|h| h.clone()).unwrap_or(Health {
+            last_ok: None,
+            error: Some("health lock poisoned".into()),
+        });
+        let Some(last_ok) = health.last_ok else {
+            return Err(DiscoveryError::NotSynced);
+        };
+        if let Some(error) = health.error {
+            let age = last_ok.elapsed();
+            if age > self.staleness {
+                return Err(DiscoveryError::Stale(age.as_secs_f64(), error));
+            }
+        }
+        Ok(self
+            .store
+            .state()
+            .iter()
+            .filter_map(|pod| self.endpoint(pod))
+            .collect())
+    }
+
+    fn endpoint(&self, pod: &Pod) -> Option<PodEndpoint> {
+        if pod.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        let name = pod.metadata.name.clone()?;
+        let status = pod.status.as_ref()?;
+        let ready = status
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
+        if !ready {
+            return None;
+        }
+        let address = match self.via {
+            ScrapeVia::Direct => {
+                let host = if ip.contains(':') {
+                    format!("[{ip}]")
+                } else {
+                    ip
+                };
+                Address::Url(format!(
+                    "{}://{host}:{}{}",
+                    self.scheme, self.port, self.path
+                ))
+            }
+            ScrapeVia::Proxy => Address::Proxy(format!(
+                "/api/v1/namespaces/{}/pods/{}{name}:{}/proxy{}",
+                self.namespace,
+                if self.scheme == "https" { "https:" } else { "" },
+                self.port,
+                self.path
+            )),
+        };
+        Some(PodEndpoint {
+            name,
+            address,
+            cpu_request_cores: cpu_request(pod),
+        })
+    }
+}
+
+/// The sum of the pod's containers' CPU requests, in cores (1 core when none is set).
+fn cpu_request(pod: &Pod) -> f64 {
+    let total: f64 = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .filter_map(|c| c.resources.as_ref()?.requests.as_ref()?.get("cpu"))
+        .filter_map(|q| parse_cpu(&q.0))
+        .sum();
+    if total > 0.0 {
+        total
+    } else {
+        crate::metrics::replica::DEFAULT_CPU_REQUEST_CORES
+    }
+}
+
+/// A CPU quantity: `2`, `1.5`, `500m`.
+pub fn parse_cpu(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let v = match q.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().ok()? / 1000.0,
+        None => q.parse::<f64>().ok()?,
+    };
+    (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_quantities() {
+        assert_eq!(parse_cpu("2"), Some(2.0));
+        assert_eq!(parse_cpu("500m"), Some(0.5));
+        assert_eq!(parse_cpu("1.5"), Some(1.5));
+        assert_eq!(parse_cpu("lots"), None);
+    }
+}

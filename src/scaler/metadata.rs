@@ -1,0 +1,468 @@
+//! A ScaledObject trigger's metadata, read into the target it describes.
+//!
+//! KEDA forwards every key of the trigger's `metadata` (and `scalerAddress`) in each call. The
+//! keys follow KEDA's own naming style; a wrong key or value is an `InvalidArgument` that names
+//! the key. Keys KEDA itself reads are accepted and ignored. An `activatorUrl` is only accepted
+//! when it points at a Service in the ScaledObject's own namespace or at an activator the scaler
+//! was started with: a URL in metadata is never fetched blindly.
+
+use crate::metrics::ServerChoice;
+use crate::scaling::{Metric, Policy};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+/// Which pods make up the scale target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Pods {
+    /// The pods of a Deployment (its selector, read from the API).
+    Deployment(String),
+    /// Pods matching a label selector.
+    Selector(String),
+}
+
+/// Where the activator's counts are read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ActivatorRef {
+    /// The admin base URL (`/queue` and `/queue/watch` below it).
+    pub url: String,
+    /// The host whose counts belong to this target.
+    pub host: String,
+}
+
+/// Everything a collector needs to know about one scale target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    pub namespace: String,
+    /// The ScaledObject's name.
+    pub name: String,
+    pub pods: Pods,
+    pub server: ServerChoice,
+    pub metrics_port: u16,
+    pub metrics_path: String,
+    pub metrics_scheme: String,
+    /// The metric, per-replica target, activation level and lookahead.
+    pub policy: Policy,
+    pub activator: Option<ActivatorRef>,
+    pub scrape_interval: Duration,
+    pub scrape_timeout: Duration,
+    /// Canonical identity: namespace plus the metadata that matters, sorted.
+    pub key: String,
+}
+
+/// A metadata key that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("trigger metadata {key}: {message}")]
+pub struct MetadataError {
+    pub key: String,
+    pub message: String,
+}
+
+fn bad(key: &str, message: impl Into<String>) -> MetadataError {
+    MetadataError {
+        key: key.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// Keys KEDA reads itself, or forwards without meaning for a scaler.
+const IGNORED: &[&str] = &[
+    "scalerAddress",
+    "enableTLS",
+    "unsafeSsl",
+    "caCert",
+    "tlsClientCert",
+    "tlsClientKey",
+    "tlsCertFile",
+];
+
+/// The keys infscale reads.
+pub const KEYS: &[&str] = &[
+    "deployment",
+    "podSelector",
+    "server",
+    "metricsPort",
+    "metricsPath",
+    "metricsScheme",
+    "metric",
+    "threshold",
+    "activationThreshold",
+    "coldStartSeconds",
+    "lookaheadSeconds",
+    "trendSeconds",
+    "activatorUrl",
+    "activatorHost",
+    "scrapeIntervalSeconds",
+    "scrapeTimeoutSeconds",
+];
+
+/// Activators the scaler may read besides Services in the ScaledObject's own namespace
+/// (`--allow-activator`, URL prefixes).
+#[derive(Debug, Clone, Default)]
+pub struct AllowedActivators(pub Vec<String>);
+
+impl AllowedActivators {
+    fn permits(&self, url: &str, namespace: &str) -> bool {
+        if self.0.iter().any(|prefix| url.starts_with(prefix.as_str())) {
+            return true;
+        }
+        // http(s)://SERVICE.NAMESPACE.svc[.cluster.local][:port][/path]
+        let Some(rest) = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+        else {
+            return false;
+        };
+        let authority = rest.split('/').next().unwrap_or_default();
+        let host = authority.split(':').next().unwrap_or_default();
+        let mut labels = host.split('.');
+        let (Some(service), Some(ns), Some("svc")) = (labels.next(), labels.next(), labels.next())
+        else {
+            return false;
+        };
+        let tail: Vec<&str> = labels.collect();
+        !service.is_empty() && ns == namespace && (tail.is_empty() || tail == ["cluster", "local"])
+    }
+}
+
+fn dns_name(key: &str, v: &str) -> Result<String, MetadataError> {
+    let ok = !v.is_empty()
+        && v.len() <= 253
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !v.starts_with(['-', '.'])
+        && !v.ends_with(['-', '.']);
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(bad(key, format!("{v:?} is not a Kubernetes object name")))
+    }
+}
+
+fn seconds(key: &str, v: &str, min: f64, max: f64) -> Result<f64, MetadataError> {
+    let x: f64 = v
+        .trim()
+        .parse()
+        .map_err(|_| bad(key, format!("{v:?} is not a number of seconds")))?;
+    if !(x.is_finite() && x >= min && x <= max) {
+        return Err(bad(key, format!("{v} is outside {min}..{max} seconds")));
+    }
+    Ok(x)
+}
+
+impl TargetSpec {
+    /// Reads a trigger's metadata for the ScaledObject `name` in `namespace`.
+    pub fn from_metadata(
+        name: &str,
+        namespace: &str,
+        metadata: &HashMap<String, String>,
+        allowed: &AllowedActivators,
+    ) -> Result<TargetSpec, MetadataError> {
+        let namespace = dns_name("namespace", namespace)?;
+        let mut used: BTreeMap<&str, &str> = BTreeMap::new();
+        for (k, v) in metadata {
+            if IGNORED.contains(&k.as_str()) || k.ends_with("FromEnv") {
+                continue;
+            }
+            if !KEYS.contains(&k.as_str()) {
+                return Err(bad(
+                    k,
+                    format!("unknown key; infscale reads {}", KEYS.join(", ")),
+                ));
+            }
+            used.insert(k, v.as_str());
+        }
+        let get = |k: &str| used.get(k).map(|v| v.trim());
+        let pods = match (get("deployment"), get("podSelector")) {
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "podSelector",
+                    "give deployment or podSelector, not both",
+                ))
+            }
+            (Some(d), None) => Pods::Deployment(dns_name("deployment", d)?),
+            (None, Some(s)) => {
+                let ok = !s.is_empty()
+                    && s.len() <= 1024
+                    && s.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_./=!,() ".contains(&b));
+                if !ok {
+                    return Err(bad("podSelector", format!("{s:?} is not a label selector")));
+                }
+                Pods::Selector(s.to_owned())
+            }
+            (None, None) => Pods::Deployment(dns_name("deployment", name)?),
+        };
+        let server: ServerChoice = get("server")
+            .unwrap_or("auto")
+            .parse()
+            .map_err(|e: String| bad("server", e))?;
+        let metrics_port = match get("metricsPort") {
+            None => 8000,
+            Some(v) => v
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| bad("metricsPort", format!("{v:?} is not a port")))?,
+        };
+        let metrics_path = get("metricsPath").unwrap_or("/metrics").to_owned();
+        if !metrics_path.starts_with('/') || metrics_path.contains(['?', '#', ' ']) {
+            return Err(bad(
+                "metricsPath",
+                format!("{metrics_path:?} is not a path"),
+            ));
+        }
+        let metrics_scheme = get("metricsScheme").unwrap_or("http").to_owned();
+        if metrics_scheme != "http" && metrics_scheme != "https" {
+            return Err(bad("metricsScheme", "expected http or https"));
+        }
+        let metric: Metric = get("metric")
+            .unwrap_or("queue")
+            .parse()
+            .map_err(|e: crate::scaling::PolicyError| bad("metric", e.to_string()))?;
+        let threshold = get("threshold").ok_or_else(|| {
+            bad(
+                "threshold",
+                "required: the per-replica target, as in KEDA's Prometheus scaler",
+            )
+        })?;
+        let threshold: f64 = threshold
+            .parse()
+            .ok()
+            .filter(|t: &f64| t.is_finite() && *t > 0.0)
+            .ok_or_else(|| {
+                bad(
+                    "threshold",
+                    format!("{threshold:?} is not a positive number"),
+                )
+            })?;
+        let mut policy = Policy::new(metric, threshold);
+        if let Some(v) = get("activationThreshold") {
+            policy.activation = v
+                .parse()
+                .ok()
+                .filter(|a: &f64| a.is_finite() && *a >= 0.0)
+                .ok_or_else(|| bad("activationThreshold", format!("{v:?} is not a number >= 0")))?;
+        }
+        let cold_start = get("coldStartSeconds")
+            .map(|v| seconds("coldStartSeconds", v, 0.0, 3600.0))
+            .transpose()?;
+        policy.lookahead_s = match get("lookaheadSeconds") {
+            Some(v) => seconds("lookaheadSeconds", v, 0.0, 3600.0)?,
+            None => cold_start.unwrap_or(0.0),
+        };
+        if let Some(v) = get("trendSeconds") {
+            policy.trend_window_s = seconds("trendSeconds", v, 1.0, 3600.0)?;
+        }
+        let scrape_interval = match get("scrapeIntervalSeconds") {
+            Some(v) => seconds("scrapeIntervalSeconds", v, 0.1, 300.0)?,
+            None => 5.0,
+        };
+        let scrape_timeout = match get("scrapeTimeoutSeconds") {
+            Some(v) => seconds("scrapeTimeoutSeconds", v, 0.05, 60.0)?,
+            None => 2.0,
+        };
+        let activator = match get("activatorUrl") {
+            None => {
+                if get("activatorHost").is_some() {
+                    return Err(bad("activatorHost", "needs activatorUrl"));
+                }
+                None
+            }
+            Some(url) => {
+                if !allowed.permits(url, &namespace) {
+                    return Err(bad(
+                        "activatorUrl",
+                        format!(
+                            "{url:?} is neither a Service in namespace {namespace} \
+                             (http://NAME.{namespace}.svc:PORT) nor an activator this scaler \
+                             was started with (--allow-activator)"
+                        ),
+                    ));
+                }
+                let host = match get("activatorHost") {
+                    Some(h) if !h.is_empty() && h.len() <= 253 => h.to_owned(),
+                    Some(h) => return Err(bad("activatorHost", format!("{h:?} is not a host"))),
+                    None => match &pods {
+                        Pods::Deployment(d) => d.clone(),
+                        Pods::Selector(_) => name.to_owned(),
+                    },
+                };
+                Some(ActivatorRef {
+                    url: url.trim_end_matches('/').to_owned(),
+                    host,
+                })
+            }
+        };
+        let mut key = namespace.clone();
+        for (k, v) in &used {
+            key.push_str(&format!("\n{k}={v}"));
+        }
+        if !used.contains_key("deployment") && !used.contains_key("podSelector") {
+            key.push_str(&format!("\ndeployment={name}"));
+        }
+        Ok(TargetSpec {
+            namespace,
+            name: name.to_owned(),
+            pods,
+            server,
+            metrics_port,
+            metrics_path,
+            metrics_scheme,
+            policy,
+            activator,
+            scrape_interval: Duration::from_secs_f64(scrape_interval),
+            scrape_timeout: Duration::from_secs_f64(scrape_timeout),
+            key,
+        })
+    }
+
+    /// What the target is called in logs and metrics: `namespace/deployment` or the selector.
+    pub fn label(&self) -> String {
+        match &self.pods {
+            Pods::Deployment(d) => format!("{}/{d}", self.namespace),
+            Pods::Selector(s) => format!("{}/{{{s}}}", self.namespace),
+        }
+    }
+
+    /// The metric's name: `infscale-<metric>-<deployment or ScaledObject>`.
+    pub fn metric_name(&self) -> String {
+        let who = match &self.pods {
+            Pods::Deployment(d) => d.as_str(),
+            Pods::Selector(_) => self.name.as_str(),
+        };
+        format!("infscale-{}-{who}", self.policy.metric)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn spec(pairs: &[(&str, &str)]) -> Result<TargetSpec, MetadataError> {
+        TargetSpec::from_metadata("chat", "llm", &meta(pairs), &AllowedActivators::default())
+    }
+
+    #[test]
+    fn defaults_and_names() {
+        let s = spec(&[("threshold", "24"), ("scalerAddress", "infscale:9090")]).unwrap();
+        assert_eq!(s.pods, Pods::Deployment("chat".into()));
+        assert_eq!(
+            (s.metrics_port, s.metrics_path.as_str()),
+            (8000, "/metrics")
+        );
+        assert_eq!((s.policy.metric, s.policy.target), (Metric::Queue, 24.0));
+        assert_eq!(s.metric_name(), "infscale-queue-chat");
+        assert_eq!(s.scrape_interval, Duration::from_secs(5));
+        assert_eq!(s.label(), "llm/chat");
+    }
+
+    #[test]
+    fn cold_start_is_the_default_lookahead() {
+        let s = spec(&[("threshold", "24"), ("coldStartSeconds", "90")]).unwrap();
+        assert_eq!(s.policy.lookahead_s, 90.0);
+        let s = spec(&[
+            ("threshold", "24"),
+            ("coldStartSeconds", "90"),
+            ("lookaheadSeconds", "30"),
+        ])
+        .unwrap();
+        assert_eq!(s.policy.lookahead_s, 30.0);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "threshold"),
+            (&[("threshold", "-1")], "threshold"),
+            (&[("threshold", "4"), ("colour", "red")], "colour"),
+            (&[("threshold", "4"), ("metric", "gpu")], "metric"),
+            (&[("threshold", "4"), ("server", "ollama")], "server"),
+            (
+                &[("threshold", "4"), ("metricsPort", "80000")],
+                "metricsPort",
+            ),
+            (
+                &[("threshold", "4"), ("metricsPath", "metrics")],
+                "metricsPath",
+            ),
+            (
+                &[("threshold", "4"), ("deployment", "Chat_1")],
+                "deployment",
+            ),
+            (
+                &[
+                    ("threshold", "4"),
+                    ("deployment", "a"),
+                    ("podSelector", "app=a"),
+                ],
+                "podSelector",
+            ),
+            (
+                &[("threshold", "4"), ("scrapeIntervalSeconds", "0")],
+                "scrapeIntervalSeconds",
+            ),
+            (
+                &[("threshold", "4"), ("activatorHost", "x")],
+                "activatorHost",
+            ),
+        ];
+        for (pairs, key) in cases {
+            let e = spec(pairs).unwrap_err();
+            assert_eq!(e.key, *key, "{pairs:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_activator_must_be_in_the_namespace_or_allowed() {
+        let ok = spec(&[
+            ("threshold", "4"),
+            ("activatorUrl", "http://act.llm.svc:9091"),
+        ])
+        .unwrap();
+        let a = ok.activator.unwrap();
+        assert_eq!(
+            (a.url.as_str(), a.host.as_str()),
+            ("http://act.llm.svc:9091", "chat")
+        );
+        assert!(spec(&[
+            ("threshold", "4"),
+            ("activatorUrl", "http://act.llm.svc.cluster.local:9091/")
+        ])
+        .is_ok());
+        for url in [
+            "http://act.other.svc:9091",
+            "http://169.254.169.254/latest",
+            "http://act.llm.svc.evil.com/",
+        ] {
+            let e = spec(&[("threshold", "4"), ("activatorUrl", url)]).unwrap_err();
+            assert_eq!(e.key, "activatorUrl", "{url}");
+        }
+        let allowed = AllowedActivators(vec!["http://127.0.0.1:9091".into()]);
+        let m = meta(&[
+            ("threshold", "4"),
+            ("activatorUrl", "http://127.0.0.1:9091"),
+        ]);
+        assert!(TargetSpec::from_metadata("chat", "llm", &m, &allowed).is_ok());
+    }
+
+    #[test]
+    fn the_key_ignores_what_keda_reads_and_orders_the_rest() {
+        let a = spec(&[
+            ("threshold", "4"),
+            ("metric", "queue"),
+            ("enableTLS", "false"),
+        ])
+        .unwrap();
+        let b = spec(&[("metric", "queue"), ("threshold", "4")]).unwrap();
+        assert_eq!(a.key, b.key);
+        let c = spec(&[("metric", "queue"), ("threshold", "5")]).unwrap();
+        assert_ne!(a.key, c.key);
+    }
+}

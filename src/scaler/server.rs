@@ -1,0 +1,234 @@
+//! `infscale serve` put together: the gRPC server (external scaler, health, reflection, TLS), the
+//! collectors' shared parts, the reaper, and the HTTP server for the scaler's own `/metrics`.
+
+use super::collector::Shared;
+use super::discovery::{DiscoveryContext, ScrapeVia, StaticTargets};
+use super::metadata::AllowedActivators;
+use super::proto::external_scaler_server::ExternalScalerServer;
+use super::proto::FILE_DESCRIPTOR_SET;
+use super::registry::Registry;
+use super::scrape::Scraper;
+use super::service::Scaler;
+use super::telemetry::Telemetry;
+use anyhow::Context;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+
+/// Certificate files for TLS, and a CA for mutual TLS.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+/// How to run the scaler.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub tls: Option<TlsFiles>,
+    pub statics: StaticTargets,
+    pub allowed_activators: Vec<String>,
+    /// Talk to this API server without credentials (tests, `kubectl proxy`); otherwise the
+    /// in-cluster or kubeconfig configuration, if any.
+    pub kube_api: Option<String>,
+    /// Whether to use the Kubernetes API at all.
+    pub use_kube: bool,
+    pub scrape_via: Option<ScrapeVia>,
+    pub max_page_bytes: usize,
+    pub max_concurrent_scrapes: usize,
+    /// Stop a collector no call has asked about for this long.
+    pub idle_stop: Duration,
+    /// Trust the last pod list this long after the API stops answering.
+    pub staleness: Duration,
+}
+
+/// The scaler's sockets, bound, not yet serving.
+pub struct Bound {
+    grpc: TcpListener,
+    metrics: Option<TcpListener>,
+    config: Config,
+    kube: Option<kube::Client>,
+}
+
+impl Bound {
+    pub fn grpc_addr(&self) -> std::io::Result<SocketAddr> {
+        self.grpc.local_addr()
+    }
+
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+}
+
+async fn kube_client(config: &Config) -> Option<kube::Client> {
+    if !config.use_kube {
+        return None;
+    }
+    let made = match &config.kube_api {
+        Some(url) => url
+            .parse::<http::Uri>()
+            .map_err(|e| e.to_string())
+            .and_then(|uri| {
+                kube::Client::try_from(kube::Config::new(uri)).map_err(|e| e.to_string())
+            }),
+        None => kube::Client::try_default().await.map_err(|e| e.to_string()),
+    };
+    match made {
+        Ok(client) => Some(client),
+        Err(e) => {
+            tracing::warn!(error = %e, "no Kubernetes API: only --static-target targets can be served");
+            None
+        }
+    }
+}
+
+/// Binds the sockets (so the scaler is reachable, and health SERVING, as soon as it runs).
+pub async fn bind(config: Config) -> anyhow::Result<Bound> {
+    let grpc = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let metrics = match config.metrics_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?,
+        ),
+        None => None,
+    };
+    let kube = kube_client(&config).await;
+    Ok(Bound {
+        grpc,
+        metrics,
+        config,
+        kube,
+    })
+}
+
+fn tls_config(files: &TlsFiles) -> anyhow::Result<ServerTlsConfig> {
+    let read =
+        |p: &PathBuf| std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()));
+    let mut tls =
+        ServerTlsConfig::new().identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?));
+    if let Some(ca) = &files.client_ca {
+        tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+    }
+    Ok(tls)
+}
+
+impl Bound {
+    /// Serves until `shutdown` resolves, then finishes the calls in flight.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let config = self.config;
+        let telemetry = Arc::new(Telemetry::new());
+        let via = config.scrape_via.unwrap_or(
+            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() || config.kube_api.is_some() {
+                ScrapeVia::Direct
+            } else {
+                ScrapeVia::Proxy
+            },
+        );
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .context("cannot build the HTTP client")?;
+        let shared = Shared {
+            discovery: DiscoveryContext {
+                statics: Arc::new(config.statics.clone()),
+                client: self.kube.clone(),
+                via,
+                staleness: config.staleness,
+            },
+            scraper: Scraper {
+                http,
+                kube: self.kube,
+                max_bytes: config.max_page_bytes,
+                permits: Arc::new(tokio::sync::Semaphore::new(
+                    config.max_concurrent_scrapes.max(1),
+                )),
+            },
+            telemetry: telemetry.clone(),
+            epoch: Instant::now(),
+        };
+        let registry = Arc::new(Registry::new(shared));
+        let reaper = {
+            let registry = registry.clone();
+            let idle = config.idle_stop;
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(
+                    (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)),
+                );
+                loop {
+                    every.tick().await;
+                    registry.reap(idle);
+                }
+            })
+        };
+        let scaler = Scaler {
+            registry,
+            allowed: AllowedActivators(config.allowed_activators.clone()),
+            telemetry: telemetry.clone(),
+        };
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<ExternalScalerServer<Scaler>>().await;
+        let reflection_v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .context("reflection")?;
+        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()
+            .context("reflection")?;
+        let mut builder = Server::builder();
+        if let Some(files) = &config.tls {
+            builder = builder.tls_config(tls_config(files)?).context("TLS")?;
+        }
+        let metrics_task = self.metrics.map(|listener| {
+            let app = axum::Router::new()
+                .route(
+                    "/metrics",
+                    axum::routing::get(move || {
+                        let t = telemetry.clone();
+                        async move {
+                            (
+                                [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                                t.render(),
+                            )
+                        }
+                    }),
+                )
+                .route("/healthz", axum::routing::get(|| async { "ok\n" }));
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!(error = %e, "the metrics server stopped");
+                }
+            })
+        });
+        tracing::info!(listen = %self.grpc.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving KEDA's external scaler protocol");
+        let served = builder
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(ExternalScalerServer::new(scaler))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.grpc), shutdown)
+            .await;
+        reaper.abort();
+        if let Some(t) = metrics_task {
+            t.abort();
+        }
+        served.context("the gRPC server failed")
+    }
+}

@@ -1,0 +1,218 @@
+//! The `externalscaler.ExternalScaler` gRPC service KEDA calls.
+//!
+//! Every call reads the trigger's metadata, finds (or starts) the target's collector, and answers
+//! from the collector's latest reading: memory only, never a scrape. A target that cannot be read
+//! answers with an error (KEDA then keeps the current replica count), never with zero.
+
+use super::collector::{Reading, Report};
+use super::metadata::{AllowedActivators, TargetSpec};
+use super::proto::external_scaler_server::ExternalScaler;
+use super::proto::{
+    GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
+    MetricValue, ScaledObjectRef,
+};
+use super::registry::{Registry, Target};
+use super::telemetry::Telemetry;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// How often `StreamIsActive` repeats the current answer when nothing changes.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// The service: the registry of targets and what the metadata may name.
+pub struct Scaler {
+    pub registry: Arc<Registry>,
+    pub allowed: AllowedActivators,
+    pub telemetry: Arc<Telemetry>,
+}
+
+type IsActiveStream = Pin<Box<dyn Stream<Item = Result<IsActiveResponse, Status>> + Send>>;
+type SpecStream = Pin<Box<dyn Stream<Item = Result<GetMetricSpecResponse, Status>> + Send>>;
+
+impl Scaler {
+    fn target(&self, r: &ScaledObjectRef) -> Result<Arc<Target>, Status> {
+        let spec =
+            TargetSpec::from_metadata(&r.name, &r.namespace, &r.scaler_metadata, &self.allowed)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        Ok(self.registry.target(spec))
+    }
+
+    fn report(target: &Target) -> Result<Report, Status> {
+        match &*target.reading.borrow() {
+            Reading::Ready(r) => Ok(r.clone()),
+            Reading::Pending => Err(Status::unavailable(format!(
+                "{}: the first scrape has not finished yet",
+                target.spec.label()
+            ))),
+            Reading::Failed(e) => Err(Status::unavailable(format!("{}: {e}", target.spec.label()))),
+        }
+    }
+
+    fn count<T>(&self, method: &str, result: Result<T, Status>) -> Result<T, Status> {
+        let code = match &result {
+            Ok(_) => tonic::Code::Ok,
+            Err(s) => s.code(),
+        };
+        self.telemetry.call(method, code);
+        result
+    }
+}
+
+/// A metric value as KEDA reads it: the double, and the deprecated int64 rounded up.
+pub fn metric_value(name: String, value: f64) -> MetricValue {
+    let value = if value.is_finite() {
+        value.max(0.0)
+    } else {
+        0.0
+    };
+    MetricValue {
+        metric_name: name,
+        metric_value: value.ceil() as i64,
+        metric_value_float: value,
+    }
+}
+
+#[tonic::async_trait]
+impl ExternalScaler for Scaler {
+    async fn is_active(
+        &self,
+        request: Request<ScaledObjectRef>,
+    ) -> Result<Response<IsActiveResponse>, Status> {
+        let result = self
+            .target(request.get_ref())
+            .and_then(|t| Self::report(&t))
+            .map(|r| Response::new(IsActiveResponse { result: r.active }));
+        self.count("IsActive", result)
+    }
+
+    type StreamIsActiveStream = IsActiveStream;
+
+    async fn stream_is_active(
+        &self,
+        request: Request<ScaledObjectRef>,
+    ) -> Result<Response<Self::StreamIsActiveStream>, Status> {
+        let target = self.count("StreamIsActive", self.target(request.get_ref()))?;
+        let registry = self.registry.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut reading = target.reading.clone();
+            let mut sent: Option<bool> = None;
+            let mut heartbeat = tokio::time::interval(HEARTBEAT);
+            heartbeat.tick().await;
+            loop {
+                let active = match &*reading.borrow_and_update() {
+                    Reading::Ready(r) => Some(r.active),
+                    _ => None,
+                };
+                if let Some(active) = active {
+                    if sent != Some(active) {
+                        if tx
+                            .send(Ok(IsActiveResponse { result: active }))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                        sent = Some(active);
+                    }
+                }
+                tokio::select! {
+                    changed = reading.changed() => if changed.is_err() { return },
+                    _ = heartbeat.tick() => {
+                        registry.touch(&target);
+                        if let Some(active) = sent {
+                            if tx.send(Ok(IsActiveResponse { result: active })).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_metric_spec(
+        &self,
+        request: Request<ScaledObjectRef>,
+    ) -> Result<Response<GetMetricSpecResponse>, Status> {
+        let result = self.target(request.get_ref()).map(|t| {
+            let target = t.spec.policy.target;
+            Response::new(GetMetricSpecResponse {
+                metric_specs: vec![MetricSpec {
+                    metric_name: t.spec.metric_name(),
+                    target_size: target.ceil() as i64,
+                    target_size_float: target,
+                }],
+            })
+        });
+        self.count("GetMetricSpec", result)
+    }
+
+    async fn get_metrics(
+        &self,
+        request: Request<GetMetricsRequest>,
+    ) -> Result<Response<GetMetricsResponse>, Status> {
+        let result = (|| {
+            let req = request.get_ref();
+            let r = req
+                .scaled_object_ref
+                .as_ref()
+                .ok_or_else(|| Status::invalid_argument("GetMetrics without a scaledObjectRef"))?;
+            let target = self.target(r)?;
+            let name = target.spec.metric_name();
+            if req.metric_name != name {
+                return Err(Status::not_found(format!(
+                    "metric {:?}: this trigger's metric is {name:?}",
+                    req.metric_name
+                )));
+            }
+            let report = Self::report(&target)?;
+            let value = report.value.ok_or_else(|| {
+                Status::unavailable(format!(
+                    "{}: no pod gave a {} sample (the HPA keeps the current count)",
+                    target.spec.label(),
+                    target.spec.policy.metric
+                ))
+            })?;
+            Ok(Response::new(GetMetricsResponse {
+                metric_values: vec![metric_value(name, value)],
+            }))
+        })();
+        self.count("GetMetrics", result)
+    }
+
+    type StreamMetricSpecStream = SpecStream;
+
+    async fn stream_metric_spec(
+        &self,
+        _request: Request<ScaledObjectRef>,
+    ) -> Result<Response<Self::StreamMetricSpecStream>, Status> {
+        self.count(
+            "StreamMetricSpec",
+            Err(Status::unimplemented(
+                "StreamMetricSpec is not implemented: KEDA falls back to GetMetricSpec",
+            )),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_values_fill_both_fields() {
+        let v = metric_value("m".into(), 12.2);
+        assert_eq!((v.metric_value, v.metric_value_float), (13, 12.2));
+        let zero = metric_value("m".into(), 0.0);
+        assert_eq!((zero.metric_value, zero.metric_value_float), (0, 0.0));
+        let bad = metric_value("m".into(), f64::NAN);
+        assert_eq!((bad.metric_value, bad.metric_value_float), (0, 0.0));
+    }
+}

@@ -1,0 +1,99 @@
+//! A minimal threaded HTTP/1.1 server for stand-ins: one thread per connection, one request per
+//! connection (`connection: close`), bounded by a deadline and stopped when dropped.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The request line's method and target, e.g. ("GET", "/metrics?x=1").
+pub struct RequestHead {
+    pub method: String,
+    pub target: String,
+}
+
+/// Runs `handler` for each connection until dropped (or for at most `lifetime`).
+pub struct Server {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Server {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn stopped(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+}
+
+/// Reads a request head (request line and headers) from the stream.
+pub fn read_head(stream: &mut TcpStream) -> Option<RequestHead> {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => request.extend_from_slice(&buf[..n]),
+        }
+        if request.len() > 64 * 1024 {
+            return None;
+        }
+    }
+    let text = String::from_utf8_lossy(&request);
+    let mut first = text.lines().next()?.split(' ');
+    Some(RequestHead {
+        method: first.next()?.to_owned(),
+        target: first.next()?.to_owned(),
+    })
+}
+
+pub fn respond(stream: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) {
+    let head = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body);
+}
+
+/// Serves on `addr` (port 0 picks one), calling `handler` on a thread per connection.
+pub fn serve<F>(addr: &str, lifetime: Duration, handler: F) -> Server
+where
+    F: Fn(TcpStream, RequestHead, Arc<AtomicBool>) + Send + Sync + 'static,
+{
+    let listener = TcpListener::bind(addr).expect("bind loopback");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("addr");
+    let stop = Arc::new(AtomicBool::new(false));
+    let handler = Arc::new(handler);
+    let flag = stop.clone();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + lifetime;
+        while !flag.load(Ordering::SeqCst) && Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    let _ = stream.set_nonblocking(false);
+                    let handler = handler.clone();
+                    let flag = flag.clone();
+                    std::thread::spawn(move || {
+                        if let Some(head) = read_head(&mut stream) {
+                            handler(stream, head, flag);
+                        }
+                    });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    });
+    Server { addr, stop }
+}

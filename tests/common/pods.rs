@@ -1,0 +1,75 @@
+//! Stand-in model servers: a `/metrics` page that a test can change, or a fault.
+
+use super::http::{respond, serve, Server};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a stand-in pod does when scraped.
+#[derive(Clone)]
+pub enum Behaviour {
+    Page(Vec<u8>),
+    /// Accepts and never answers.
+    Hang,
+    Status(u16),
+    /// Answers 200 with this many bytes.
+    Huge(usize),
+}
+
+pub struct Pod {
+    pub server: Server,
+    pub behaviour: Arc<Mutex<Behaviour>>,
+}
+
+impl Pod {
+    pub fn set(&self, b: Behaviour) {
+        *self.behaviour.lock().unwrap() = b;
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url("/metrics")
+    }
+}
+
+pub fn pod(addr: &str, behaviour: Behaviour) -> Pod {
+    let shared = Arc::new(Mutex::new(behaviour));
+    let b = shared.clone();
+    let server = serve(
+        addr,
+        Duration::from_secs(120),
+        move |mut stream, _head, stop| {
+            let now = b.lock().unwrap().clone();
+            match now {
+                Behaviour::Page(page) => {
+                    respond(&mut stream, 200, "text/plain; version=0.0.4", &page)
+                }
+                Behaviour::Status(code) => respond(&mut stream, code, "text/plain", b"failing\n"),
+                Behaviour::Hang => {
+                    for _ in 0..600 {
+                        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+                Behaviour::Huge(n) => {
+                    use std::io::Write;
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n");
+                    let _ = stream.write_all(head.as_bytes());
+                    let chunk = vec![b'#'; 64 * 1024];
+                    let mut sent = 0;
+                    while sent < n {
+                        let k = chunk.len().min(n - sent);
+                        if stream.write_all(&chunk[..k]).is_err() {
+                            return;
+                        }
+                        sent += k;
+                    }
+                }
+            }
+        },
+    );
+    Pod {
+        server,
+        behaviour: shared,
+    }
+}

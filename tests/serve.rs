@@ -1,0 +1,420 @@
+//! `infscale serve` end to end on loopback: a stand-in Kubernetes API, stand-in model servers
+//! serving fixture pages, a stand-in activator, and KEDA's calls made with a tonic client.
+
+mod common;
+
+use common::activator::activator;
+use common::fixture;
+use common::kubeapi::{kube_api, FakePod};
+use common::pods::{pod, Behaviour, Pod};
+use infscale::metrics::{read_page, Replica, ServerChoice};
+use infscale::scaler::discovery::ScrapeVia;
+use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
+use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
+use infscale::scaler::server::{bind, Config};
+use infscale::scaling::{evaluate, Metric, Observation, Policy, ScalerState};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+fn page(name: &str) -> Vec<u8> {
+    std::fs::read(fixture(name)).unwrap()
+}
+
+fn config() -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        tls: None,
+        statics: HashMap::new(),
+        allowed_activators: Vec::new(),
+        kube_api: None,
+        use_kube: false,
+        scrape_via: Some(ScrapeVia::Direct),
+        max_page_bytes: 16 << 20,
+        max_concurrent_scrapes: 64,
+        idle_stop: Duration::from_secs(600),
+        staleness: Duration::from_secs(300),
+    }
+}
+
+struct Running {
+    grpc: SocketAddr,
+    metrics: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start(config: Config) -> Running {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bound = bind(config).await.unwrap();
+    let grpc = bound.grpc_addr().unwrap();
+    let metrics = bound.metrics_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(bound.run(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        grpc,
+        metrics,
+        _stop: stop,
+    }
+}
+
+async fn client(addr: SocketAddr) -> ExternalScalerClient<Channel> {
+    ExternalScalerClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+}
+
+fn object(name: &str, metadata: &[(&str, String)]) -> ScaledObjectRef {
+    ScaledObjectRef {
+        name: name.to_owned(),
+        namespace: "llm".to_owned(),
+        scaler_metadata: metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    }
+}
+
+fn metrics_request(object: &ScaledObjectRef, name: &str) -> GetMetricsRequest {
+    GetMetricsRequest {
+        scaled_object_ref: Some(object.clone()),
+        metric_name: name.to_owned(),
+    }
+}
+
+/// GetMetrics until it answers with `expected` (or any value when `None`), for up to 10 s.
+async fn value_when(
+    c: &mut ExternalScalerClient<Channel>,
+    req: &GetMetricsRequest,
+    expected: Option<f64>,
+) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(r) = c.get_metrics(req.clone()).await {
+            let v = r.into_inner().metric_values[0].metric_value_float;
+            if expected.is_none_or(|e| e == v) {
+                return v;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "GetMetrics never answered {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Stand-in pods on 127.0.0.2, 127.0.0.3, ... sharing one port, as pods share a container port.
+fn pods_on_one_port(behaviours: Vec<Behaviour>) -> (Vec<Pod>, u16) {
+    for _ in 0..20 {
+        let first = pod("127.0.0.2:0", behaviours[0].clone());
+        let port = first.server.addr.port();
+        let mut pods = vec![first];
+        let all = behaviours[1..].iter().enumerate().all(|(i, b)| {
+            let addr = format!("127.0.0.{}:{port}", i + 3);
+            match std::net::TcpListener::bind(&addr) {
+                Ok(probe) => {
+                    drop(probe);
+                    pods.push(pod(&addr, b.clone()));
+                    true
+                }
+                Err(_) => false,
+            }
+        });
+        if all {
+            return (pods, port);
+        }
+    }
+    panic!("no port free on every loopback address");
+}
+
+/// What `decide` computes for the same pages and held count: the library's evaluation.
+fn decided_value(pages: &[&str], held: f64) -> f64 {
+    let replicas: Vec<Replica> = pages
+        .iter()
+        .map(|p| {
+            Replica::new(
+                *p,
+                read_page(&page(p), ServerChoice::Auto).signals.unwrap(),
+                None,
+            )
+        })
+        .collect();
+    let obs = Observation {
+        now: 0.0,
+        current: replicas.len() as u32,
+        status: None,
+        replicas: &replicas,
+        missing: 0,
+        held,
+    };
+    evaluate(
+        &Policy::new(Metric::Queue, 24.0),
+        &obs,
+        &mut ScalerState::default(),
+    )
+    .value
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn keda_calls_against_a_stand_in_cluster() {
+    let busy = ["vllm-busy.prom", "vllm-idle.prom", "vllm-two-engines.prom"];
+    let (pods, port) = pods_on_one_port(busy.iter().map(|p| Behaviour::Page(page(p))).collect());
+    let api = kube_api(
+        "llm",
+        "chat",
+        (0..3)
+            .map(|i| FakePod {
+                name: format!("chat-{i}"),
+                ip: format!("127.0.0.{}", i + 2),
+                ready: true,
+            })
+            .collect(),
+    );
+    let act = activator("chat");
+    let running = start(Config {
+        kube_api: Some(api.server.url("")),
+        use_kube: true,
+        allowed_activators: vec![act.url()],
+        ..config()
+    })
+    .await;
+    let mut c = client(running.grpc).await;
+    let so = object(
+        "chat",
+        &[
+            ("scalerAddress", "infscale.infscale.svc:9090".into()),
+            ("threshold", "24".into()),
+            ("metricsPort", port.to_string()),
+            ("scrapeIntervalSeconds", "0.2".into()),
+            ("activatorUrl", act.url()),
+        ],
+    );
+
+    // GetMetricSpec: one spec, the per-replica target in both fields.
+    let spec = c.get_metric_spec(so.clone()).await.unwrap().into_inner();
+    assert_eq!(spec.metric_specs.len(), 1);
+    let name = spec.metric_specs[0].metric_name.clone();
+    assert_eq!(name, "infscale-queue-chat");
+    assert_eq!(
+        (
+            spec.metric_specs[0].target_size,
+            spec.metric_specs[0].target_size_float
+        ),
+        (24, 24.0)
+    );
+
+    // GetMetrics: running + waiting over the three pods, exactly what decide computes.
+    let req = metrics_request(&so, &name);
+    let expected = decided_value(&busy, 0.0);
+    assert_eq!(expected, 65.0 + 0.0 + 70.0);
+    assert_eq!(value_when(&mut c, &req, Some(expected)).await, expected);
+    let r = c.get_metrics(req.clone()).await.unwrap().into_inner();
+    assert_eq!(r.metric_values[0].metric_value, 135);
+    assert!(c.is_active(so.clone()).await.unwrap().into_inner().result);
+
+    // Idle: value 0 in both fields, IsActive false.
+    for p in &pods {
+        p.set(Behaviour::Page(page("vllm-idle.prom")));
+    }
+    assert_eq!(value_when(&mut c, &req, Some(0.0)).await, 0.0);
+    let r = c.get_metrics(req.clone()).await.unwrap().into_inner();
+    assert_eq!(
+        (
+            r.metric_values[0].metric_value,
+            r.metric_values[0].metric_value_float
+        ),
+        (0, 0.0)
+    );
+    assert!(!c.is_active(so.clone()).await.unwrap().into_inner().result);
+
+    // StreamIsActive: the current state at once, then true within 100 ms of a held request.
+    let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(!first.result);
+    let held_at = Instant::now();
+    act.set_held(1);
+    let next = tokio::time::timeout(Duration::from_secs(5), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let took = held_at.elapsed();
+    assert!(next.result);
+    assert!(
+        took < Duration::from_millis(100),
+        "StreamIsActive took {took:?}"
+    );
+    eprintln!("StreamIsActive pushed true {took:?} after the request was held");
+
+    // The held request is demand: value = running + waiting + held, as decide computes.
+    let with_held = decided_value(&["vllm-idle.prom"; 3], 1.0);
+    assert_eq!(value_when(&mut c, &req, Some(with_held)).await, 1.0);
+    assert!(c.is_active(so.clone()).await.unwrap().into_inner().result);
+
+    // Health: SERVING; the scaler's own /metrics lists the collector.
+    let channel = Channel::from_shared(format!("http://{}", running.grpc))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(
+        status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    let text = reqwest::get(format!("http://{}/metrics", running.metrics))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("infscale_collectors 1"), "{text}");
+    assert!(
+        text.contains("infscale_target_value{target=\"llm/chat\"} 1"),
+        "{text}"
+    );
+    drop(api);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn faulty_pods_do_not_vote_and_all_failing_is_an_error() {
+    let good = pod("127.0.0.1:0", Behaviour::Page(page("vllm-busy.prom")));
+    let hang = pod("127.0.0.1:0", Behaviour::Hang);
+    let error = pod("127.0.0.1:0", Behaviour::Status(500));
+    let huge = pod("127.0.0.1:0", Behaviour::Huge(50 << 20));
+    let garbage = pod(
+        "127.0.0.1:0",
+        Behaviour::Page(page("malformed/garbage.prom")),
+    );
+    let mut statics = HashMap::new();
+    statics.insert(
+        "mixed".to_owned(),
+        vec![
+            good.url(),
+            hang.url(),
+            error.url(),
+            huge.url(),
+            garbage.url(),
+        ],
+    );
+    statics.insert(
+        "broken".to_owned(),
+        vec![hang.url(), error.url(), huge.url(), garbage.url()],
+    );
+    let running = start(Config {
+        statics,
+        ..config()
+    })
+    .await;
+    let mut c = client(running.grpc).await;
+    let meta = |d: &str| {
+        vec![
+            ("deployment", d.to_owned()),
+            ("threshold", "24".to_owned()),
+            ("scrapeTimeoutSeconds", "1".to_owned()),
+            ("scrapeIntervalSeconds", "0.5".to_owned()),
+        ]
+    };
+    let mixed = object("mixed", &meta("mixed"));
+    let req = metrics_request(&mixed, "infscale-queue-mixed");
+    // The good pod reads 65 per replica, above the target: the four that fail count as nothing.
+    assert_eq!(value_when(&mut c, &req, Some(65.0)).await, 65.0);
+    let asked = Instant::now();
+    c.get_metrics(req.clone()).await.unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "GetMetrics waited {:?}",
+        asked.elapsed()
+    );
+
+    let broken = object("broken", &meta("broken"));
+    let req = metrics_request(&broken, "infscale-queue-broken");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let e = c.get_metrics(req.clone()).await.unwrap_err();
+        if e.message().contains("none of the 4 ready pods") || Instant::now() > deadline {
+            break e;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(
+        status.message().contains("none of the 4 ready pods"),
+        "{status:?}"
+    );
+    let e = c.is_active(broken.clone()).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_metadata_is_invalid_argument_naming_the_key() {
+    let running = start(config()).await;
+    let mut c = client(running.grpc).await;
+    for (meta, key) in [
+        (vec![("deployment", "x".to_owned())], "threshold"),
+        (
+            vec![("threshold", "4".to_owned()), ("colour", "red".to_owned())],
+            "colour",
+        ),
+        (
+            vec![
+                ("threshold", "4".to_owned()),
+                ("activatorUrl", "http://169.254.169.254".to_owned()),
+            ],
+            "activatorUrl",
+        ),
+    ] {
+        let e = c.get_metric_spec(object("x", &meta)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.message().contains(key), "{e:?}");
+    }
+    // A name other than the one GetMetricSpec declared.
+    let so = object("x", &[("threshold", "4".to_owned())]);
+    let e = c
+        .get_metrics(metrics_request(&so, "s0-something-else"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    // StreamMetricSpec is not implemented: KEDA falls back to polling GetMetricSpec.
+    let e = c.stream_metric_spec(so).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unimplemented);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_api_or_a_static_target_the_target_errors() {
+    let running = start(config()).await;
+    let mut c = client(running.grpc).await;
+    let so = object(
+        "ghost",
+        &[
+            ("threshold", "4".to_owned()),
+            ("scrapeIntervalSeconds", "0.1".to_owned()),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let e = c.is_active(so.clone()).await.unwrap_err();
+        if e.message().contains("no --static-target ghost") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{e:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
