@@ -418,3 +418,147 @@ async fn without_an_api_or_a_static_target_the_target_errors() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A CA, and a certificate it signs for `names` (PEM: certificate, key).
+struct Pki {
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap();
+        Pki { ca, ca_key }
+    }
+
+    fn issue(&self, names: &[&str]) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let cert = rcgen::CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &self.ca, &self.ca_key)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_from_certificate_files() {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("infscale-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pki = Pki::new();
+    let (server_cert, server_key) = pki.issue(&["localhost", "127.0.0.1"]);
+    let (client_cert, client_key) = pki.issue(&["keda-operator"]);
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let tls = infscale::scaler::server::TlsFiles {
+        cert: write("server.pem", &server_cert),
+        key: write("server.key", &server_key),
+        client_ca: Some(write("ca.pem", &pki.ca.pem())),
+    };
+    let running = start(Config {
+        tls: Some(tls),
+        ..config()
+    })
+    .await;
+    let url = format!("https://{}", running.grpc);
+    let base = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(pki.ca.pem()))
+        .domain_name("localhost");
+    let with_cert = base
+        .clone()
+        .identity(Identity::from_pem(&client_cert, &client_key));
+    let channel = Channel::from_shared(url.clone())
+        .unwrap()
+        .tls_config(with_cert)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut c = ExternalScalerClient::new(channel);
+    let spec = c
+        .get_metric_spec(object("chat", &[("threshold", "8".to_owned())]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(spec.metric_specs[0].target_size, 8);
+    // Without a client certificate the handshake is refused.
+    let no_cert = Channel::from_shared(url)
+        .unwrap()
+        .tls_config(base)
+        .unwrap()
+        .connect()
+        .await;
+    let refused = match no_cert {
+        Err(_) => true,
+        Ok(channel) => ExternalScalerClient::new(channel)
+            .get_metric_spec(object("chat", &[("threshold", "8".to_owned())]))
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_last_pod_list_outlives_the_api_for_a_bounded_time() {
+    let (pods, port) = pods_on_one_port(vec![Behaviour::Page(page("vllm-busy.prom"))]);
+    let api = kube_api(
+        "llm",
+        "chat",
+        vec![FakePod {
+            name: "chat-0".into(),
+            ip: "127.0.0.2".into(),
+            ready: true,
+        }],
+    );
+    let running = start(Config {
+        kube_api: Some(api.server.url("")),
+        use_kube: true,
+        staleness: Duration::from_secs(2),
+        ..config()
+    })
+    .await;
+    let mut c = client(running.grpc).await;
+    let so = object(
+        "chat",
+        &[
+            ("threshold", "24".into()),
+            ("metricsPort", port.to_string()),
+            ("scrapeIntervalSeconds", "0.2".into()),
+        ],
+    );
+    let req = metrics_request(&so, "infscale-queue-chat");
+    assert_eq!(value_when(&mut c, &req, Some(65.0)).await, 65.0);
+    let down_at = Instant::now();
+    drop(api);
+    // Still the last pod set for a while, then an error, never a zero.
+    let mut served_after = Duration::ZERO;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let error = loop {
+        match c.get_metrics(req.clone()).await {
+            Ok(r) => {
+                assert_eq!(r.into_inner().metric_values[0].metric_value_float, 65.0);
+                served_after = down_at.elapsed();
+            }
+            Err(e) => break e,
+        }
+        assert!(Instant::now() < deadline, "never went stale");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(error.code(), tonic::Code::Unavailable);
+    assert!(
+        error.message().contains("past the staleness bound"),
+        "{error:?}"
+    );
+    assert!(served_after >= Duration::from_secs(1), "{served_after:?}");
+    drop(pods);
+}

@@ -108,7 +108,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                         }
                     }
                 }
-                let pods = match discovery.as_ref().map(Discovery::pods) {
+                let pods = match discovery.as_ref().map(|d| d.pods(&shared.discovery)) {
                     Some(Ok(pods)) => pods,
                     Some(Err(e)) => {
                         publish(&tx, &shared, &label, Reading::Failed(e.to_string()));

@@ -15,6 +15,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,7 +58,7 @@ pub enum DiscoveryError {
     NoSource(String),
     #[error("reading deployment {0}: {1}")]
     Deployment(String, String),
-    #[error("the pod list is {0:.0} s old (the Kubernetes API stopped answering: {1})")]
+    #[error("the Kubernetes API has not answered for {0:.0} s, past the staleness bound: {1}")]
     Stale(f64, String),
     #[error("waiting for the first pod list from the Kubernetes API")]
     NotSynced,
@@ -74,6 +75,61 @@ pub struct DiscoveryContext {
     pub via: ScrapeVia,
     /// How long the last pod list is trusted once the API stops answering.
     pub staleness: Duration,
+    /// Whether the API server answers, probed in the background.
+    pub api: Arc<ApiHealth>,
+}
+
+/// Whether the Kubernetes API answers. A quiet pod watch says nothing either way, so a
+/// background probe asks the API server for its version every few seconds.
+#[derive(Debug, Default)]
+pub struct ApiHealth(Mutex<Failing>);
+
+#[derive(Debug, Default, Clone)]
+struct Failing {
+    since: Option<Instant>,
+    error: String,
+}
+
+impl ApiHealth {
+    pub fn ok(&self) {
+        if let Ok(mut f) = self.0.lock() {
+            f.since = None;
+        }
+    }
+
+    pub fn failed(&self, error: String) {
+        if let Ok(mut f) = self.0.lock() {
+            f.since.get_or_insert_with(Instant::now);
+            f.error = error;
+        }
+    }
+
+    /// An error once the API has been failing for longer than `staleness`.
+    pub fn check(&self, staleness: Duration) -> Result<(), DiscoveryError> {
+        let f = self.0.lock().map(|f| f.clone()).unwrap_or_default();
+        match f.since {
+            Some(since) if since.elapsed() > staleness => Err(DiscoveryError::Stale(
+                since.elapsed().as_secs_f64(),
+                f.error,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Probes the API every `every` until the task is aborted.
+    pub fn probe(self: Arc<Self>, client: Client, every: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                match tokio::time::timeout(every, client.apiserver_version()).await {
+                    Ok(Ok(_)) => self.ok(),
+                    Ok(Err(e)) => self.failed(e.to_string()),
+                    Err(_) => self.failed(format!("no answer within {every:?}")),
+                }
+            }
+        })
+    }
 }
 
 impl Discovery {
@@ -111,15 +167,17 @@ impl Discovery {
             spec,
             selector,
             ctx.via,
-            ctx.staleness,
         )))
     }
 
     /// The Ready pods to scrape now.
-    pub fn pods(&self) -> Result<Vec<PodEndpoint>, DiscoveryError> {
+    pub fn pods(&self, ctx: &DiscoveryContext) -> Result<Vec<PodEndpoint>, DiscoveryError> {
         match self {
             Discovery::Static(pods) => Ok(pods.clone()),
-            Discovery::Kube(k) => k.pods(),
+            Discovery::Kube(k) => {
+                ctx.api.check(ctx.staleness)?;
+                k.pods()
+            }
         }
     }
 }
@@ -160,24 +218,17 @@ async fn deployment_selector(
     Ok(parts.join(","))
 }
 
-/// The watch's health: when it last delivered, and its last error.
-#[derive(Debug, Clone)]
-struct Health {
-    last_ok: Option<Instant>,
-    error: Option<String>,
-}
-
 /// A reflector over the target's pods.
 pub struct KubeDiscovery {
     store: Store<Pod>,
-    health: Arc<Mutex<Health>>,
+    /// Whether the first list has arrived.
+    synced: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
     namespace: String,
     port: u16,
     path: String,
     scheme: String,
     via: ScrapeVia,
-    staleness: Duration,
 }
 
 impl Drop for KubeDiscovery {
@@ -187,65 +238,38 @@ impl Drop for KubeDiscovery {
 }
 
 impl KubeDiscovery {
-    fn start(
-        client: Client,
-        spec: &TargetSpec,
-        selector: String,
-        via: ScrapeVia,
-        staleness: Duration,
-    ) -> KubeDiscovery {
+    fn start(client: Client, spec: &TargetSpec, selector: String, via: ScrapeVia) -> KubeDiscovery {
         let api: Api<Pod> = Api::namespaced(client, &spec.namespace);
         let (store, writer) = reflector::store();
-        let health = Arc::new(Mutex::new(Health {
-            last_ok: None,
-            error: None,
-        }));
-        let h = health.clone();
+        let synced = Arc::new(AtomicBool::new(false));
+        let flag = synced.clone();
         let config = watcher::Config::default().labels(&selector);
         let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
-                if let Ok(mut health) = h.lock() {
-                    match event {
-                        Ok(_) => {
-                            health.last_ok = Some(Instant::now());
-                            health.error = None;
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "pod watch failed");
-                            health.error = Some(e.to_string());
-                        }
-                    }
+                match event {
+                    Ok(watcher::Event::InitDone) => flag.store(true, Ordering::Relaxed),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
                 }
             }
         });
         KubeDiscovery {
             store,
-            health,
+            synced,
             task,
             namespace: spec.namespace.clone(),
             port: spec.metrics_port,
             path: spec.metrics_path.clone(),
             scheme: spec.metrics_scheme.clone(),
             via,
-            staleness,
         }
     }
 
     fn pods(&self) -> Result<Vec<PodEndpoint>, DiscoveryError> {
-        let health = self.health.lock().map(|h| h.clone()).unwrap_or(Health {
-            last_ok: None,
-            error: Some("health lock poisoned".into()),
-        });
-        let Some(last_ok) = health.last_ok else {
+        if !self.synced.load(Ordering::Relaxed) {
             return Err(DiscoveryError::NotSynced);
-        };
-        if let Some(error) = health.error {
-            let age = last_ok.elapsed();
-            if age > self.staleness {
-                return Err(DiscoveryError::Stale(age.as_secs_f64(), error));
-            }
         }
         Ok(self
             .store

@@ -2,7 +2,7 @@
 //! collectors' shared parts, the reaper, and the HTTP server for the scaler's own `/metrics`.
 
 use super::collector::Shared;
-use super::discovery::{DiscoveryContext, ScrapeVia, StaticTargets};
+use super::discovery::{ApiHealth, DiscoveryContext, ScrapeVia, StaticTargets};
 use super::metadata::AllowedActivators;
 use super::proto::external_scaler_server::ExternalScalerServer;
 use super::proto::FILE_DESCRIPTOR_SET;
@@ -143,12 +143,19 @@ impl Bound {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .context("cannot build the HTTP client")?;
+        let api = Arc::new(ApiHealth::default());
+        let probe = self.kube.clone().map(|client| {
+            let every =
+                (config.staleness / 4).clamp(Duration::from_millis(250), Duration::from_secs(10));
+            api.clone().probe(client, every)
+        });
         let shared = Shared {
             discovery: DiscoveryContext {
                 statics: Arc::new(config.statics.clone()),
                 client: self.kube.clone(),
                 via,
                 staleness: config.staleness,
+                api,
             },
             scraper: Scraper {
                 http,
@@ -226,6 +233,9 @@ impl Bound {
             .serve_with_incoming_shutdown(TcpListenerStream::new(self.grpc), shutdown)
             .await;
         reaper.abort();
+        if let Some(p) = probe {
+            p.abort();
+        }
         if let Some(t) = metrics_task {
             t.abort();
         }

@@ -39,7 +39,17 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
         Duration::from_secs(120),
         move |mut stream, head, stop| {
             let path = head.target.split('?').next().unwrap_or_default().to_owned();
-            if path == format!("/apis/apps/v1/namespaces/{ns}/deployments/{app}") {
+            if path == "/version" {
+                let v = serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0",
+                "gitCommit": "0", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+                "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"});
+                respond(
+                    &mut stream,
+                    200,
+                    "application/json",
+                    v.to_string().as_bytes(),
+                );
+            } else if path == format!("/apis/apps/v1/namespaces/{ns}/deployments/{app}") {
                 let d = serde_json::json!({
                     "apiVersion": "apps/v1", "kind": "Deployment",
                     "metadata": {"name": app, "namespace": ns},
