@@ -562,3 +562,69 @@ async fn the_last_pod_list_outlives_the_api_for_a_bounded_time() {
     assert!(served_after >= Duration::from_secs(1), "{served_after:?}");
     drop(pods);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_kube_decides_through_the_pod_proxy_and_applies() {
+    let (pods, port) = pods_on_one_port(vec![
+        Behaviour::Page(page("vllm-busy.prom")),
+        Behaviour::Page(page("vllm-two-engines.prom")),
+    ]);
+    let api = kube_api(
+        "llm",
+        "chat",
+        (0..2)
+            .map(|i| FakePod {
+                name: format!("chat-{i}"),
+                ip: format!("127.0.0.{}", i + 2),
+                ready: true,
+            })
+            .collect(),
+    );
+    let args: Vec<String> = [
+        "kube",
+        "-n",
+        "llm",
+        "--deployment",
+        "chat",
+        "--kube-api",
+        &api.server.url(""),
+        "--metrics-port",
+        &port.to_string(),
+        "--scrape-via",
+        "proxy",
+        "--target",
+        "24",
+        "--max",
+        "10",
+        "--apply",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let text = tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_infscale"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+    .await
+    .unwrap();
+    // 65 + 70 = 135 in flight at 24 per replica: 6.
+    assert!(
+        text.contains("queue 135 = running 106 + waiting 29 on 2 replica(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("current 2 -> desired 6 (up; metric)"),
+        "{text}"
+    );
+    assert!(text.contains("scaled deployment/chat to 6"), "{text}");
+    assert_eq!(*api.replicas.lock().unwrap(), 6);
+    drop(pods);
+}

@@ -5,10 +5,13 @@
 
 mod decide;
 mod gpu;
+mod kube;
 mod parse;
+mod policy_args;
 mod read;
 pub mod serve;
 mod simulate;
+mod state_file;
 mod table;
 mod tune;
 
@@ -31,6 +34,8 @@ pub enum Command {
     Decide(Box<decide::Args>),
     /// Serve KEDA's external scaler protocol (gRPC): scale model servers on running + waiting.
     Serve(Box<serve::Args>),
+    /// Decide for a Deployment in a cluster (and with --apply, scale it), without KEDA.
+    Kube(Box<kube::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -63,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Parse(args) => runtime()?.block_on(parse::run(args)),
         Command::Decide(args) => runtime()?.block_on(decide::run(*args)),
         Command::Serve(args) => runtime()?.block_on(serve::run(*args)),
+        Command::Kube(args) => runtime()?.block_on(kube::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }

@@ -182,8 +182,8 @@ impl Discovery {
     }
 }
 
-/// A Deployment's selector as a label selector string.
-async fn deployment_selector(
+/// A Deployment's selector as a label selector string, read from the API.
+pub async fn deployment_selector(
     client: &Client,
     ns: &str,
     name: &str,
@@ -193,15 +193,22 @@ async fn deployment_selector(
         .get(name)
         .await
         .map_err(|e| DiscoveryError::Deployment(name.to_owned(), e.to_string()))?;
-    let selector = d.spec.selector;
+    label_selector(&d).ok_or_else(|| {
+        DiscoveryError::Deployment(name.to_owned(), "it has an empty selector".into())
+    })
+}
+
+/// A Deployment's selector (match labels and expressions) as a label selector string.
+pub fn label_selector(d: &Deployment) -> Option<String> {
+    let selector = &d.spec.selector;
     let mut parts: Vec<String> = selector
         .match_labels
-        .unwrap_or_default()
-        .into_iter()
+        .iter()
+        .flatten()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    for e in selector.match_expressions.unwrap_or_default() {
-        let values = e.values.unwrap_or_default().join(",");
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.clone().unwrap_or_default().join(",");
         parts.push(match e.operator.as_str() {
             "In" => format!("{} in ({values})", e.key),
             "NotIn" => format!("{} notin ({values})", e.key),
@@ -209,13 +216,7 @@ async fn deployment_selector(
             _ => format!("!{}", e.key),
         });
     }
-    if parts.is_empty() {
-        return Err(DiscoveryError::Deployment(
-            name.to_owned(),
-            "it has an empty selector".into(),
-        ));
-    }
-    Ok(parts.join(","))
+    (!parts.is_empty()).then(|| parts.join(","))
 }
 
 /// A reflector over the target's pods.
@@ -224,11 +225,7 @@ pub struct KubeDiscovery {
     /// Whether the first list has arrived.
     synced: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
-    namespace: String,
-    port: u16,
-    path: String,
-    scheme: String,
-    via: ScrapeVia,
+    shape: EndpointShape,
 }
 
 impl Drop for KubeDiscovery {
@@ -259,11 +256,7 @@ impl KubeDiscovery {
             store,
             synced,
             task,
-            namespace: spec.namespace.clone(),
-            port: spec.metrics_port,
-            path: spec.metrics_path.clone(),
-            scheme: spec.metrics_scheme.clone(),
-            via,
+            shape: EndpointShape::new(spec, via),
         }
     }
 
@@ -275,11 +268,34 @@ impl KubeDiscovery {
             .store
             .state()
             .iter()
-            .filter_map(|pod| self.endpoint(pod))
+            .filter_map(|pod| self.shape.endpoint(pod))
             .collect())
     }
+}
 
-    fn endpoint(&self, pod: &Pod) -> Option<PodEndpoint> {
+/// How a pod's page is addressed: namespace, port, path, scheme and route.
+#[derive(Debug, Clone)]
+pub struct EndpointShape {
+    pub namespace: String,
+    pub port: u16,
+    pub path: String,
+    pub scheme: String,
+    pub via: ScrapeVia,
+}
+
+impl EndpointShape {
+    pub fn new(spec: &TargetSpec, via: ScrapeVia) -> EndpointShape {
+        EndpointShape {
+            namespace: spec.namespace.clone(),
+            port: spec.metrics_port,
+            path: spec.metrics_path.clone(),
+            scheme: spec.metrics_scheme.clone(),
+            via,
+        }
+    }
+
+    /// Where to scrape `pod`, if it is Ready, has an IP and is not being deleted.
+    pub fn endpoint(&self, pod: &Pod) -> Option<PodEndpoint> {
         if pod.metadata.deletion_timestamp.is_some() {
             return None;
         }

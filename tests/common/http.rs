@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The request line's method and target, e.g. ("GET", "/metrics?x=1").
+/// The request line's method and target, e.g. ("GET", "/metrics?x=1"), and the body.
 pub struct RequestHead {
     pub method: String,
     pub target: String,
+    pub body: Vec<u8>,
 }
 
 /// Runs `handler` for each connection until dropped (or for at most `lifetime`).
@@ -49,11 +50,27 @@ pub fn read_head(stream: &mut TcpStream) -> Option<RequestHead> {
             return None;
         }
     }
-    let text = String::from_utf8_lossy(&request);
+    let end = request.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let text = String::from_utf8_lossy(&request[..end]).into_owned();
+    let length: usize = text
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0)
+        .min(1 << 20);
+    let mut body = request[end..].to_vec();
+    while body.len() < length {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
     let mut first = text.lines().next()?.split(' ');
     Some(RequestHead {
         method: first.next()?.to_owned(),
         target: first.next()?.to_owned(),
+        body,
     })
 }
 

@@ -16,6 +16,29 @@ pub struct FakePod {
 pub struct KubeApi {
     pub server: Server,
     pub pods: Arc<Mutex<Vec<FakePod>>>,
+    /// The Deployment's spec.replicas, which a scale patch changes.
+    pub replicas: Arc<Mutex<u32>>,
+}
+
+/// A blocking GET of `http://addr/path`, for the pod proxy.
+fn get(addr: &str, path: &str) -> Option<(u16, Vec<u8>)> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).ok()?;
+    let end = all.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let status = String::from_utf8_lossy(&all[..end])
+        .split(' ')
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some((status, all[end..].to_vec()))
 }
 
 fn pod_json(ns: &str, app: &str, p: &FakePod, version: u64) -> serde_json::Value {
@@ -30,42 +53,61 @@ fn pod_json(ns: &str, app: &str, p: &FakePod, version: u64) -> serde_json::Value
     })
 }
 
-/// Serves Deployment `app` in namespace `ns` (selector app=APP) and its pods.
+fn json(stream: &mut std::net::TcpStream, status: u16, v: serde_json::Value) {
+    respond(stream, status, "application/json", v.to_string().as_bytes());
+}
+
+/// Serves Deployment `app` in namespace `ns` (selector app=APP), its pods (list, watch, and the
+/// pod proxy), its scale subresource, and `/version`.
 pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> KubeApi {
+    let replicas = Arc::new(Mutex::new(pods.len() as u32));
+    let scale = replicas.clone();
     let pods = Arc::new(Mutex::new(pods));
     let shared = pods.clone();
+    let deployment = format!("/apis/apps/v1/namespaces/{ns}/deployments/{app}");
+    let pod_path = format!("/api/v1/namespaces/{ns}/pods");
     let server = serve(
         "127.0.0.1:0",
         Duration::from_secs(120),
         move |mut stream, head, stop| {
             let path = head.target.split('?').next().unwrap_or_default().to_owned();
+            let watch = head.target.contains("watch=true");
             if path == "/version" {
-                let v = serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0",
-                "gitCommit": "0", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
-                "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"});
-                respond(
+                json(
                     &mut stream,
                     200,
-                    "application/json",
-                    v.to_string().as_bytes(),
+                    serde_json::json!({"major": "1", "minor": "33",
+                "gitVersion": "v1.33.0", "gitCommit": "0", "gitTreeState": "clean",
+                "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
+                "platform": "linux/amd64"}),
                 );
-            } else if path == format!("/apis/apps/v1/namespaces/{ns}/deployments/{app}") {
-                let d = serde_json::json!({
-                    "apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": app, "namespace": ns},
-                    "spec": {"selector": {"matchLabels": {"app": app}},
-                             "template": {"metadata": {"labels": {"app": app}},
-                                          "spec": {"containers": [{"name": "vllm"}]}}}
-                });
-                respond(
+            } else if path == deployment {
+                let n = *scale.lock().unwrap();
+                json(
                     &mut stream,
                     200,
-                    "application/json",
-                    d.to_string().as_bytes(),
+                    serde_json::json!({
+                        "apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": app, "namespace": ns},
+                        "spec": {"replicas": n, "selector": {"matchLabels": {"app": app}},
+                                 "template": {"metadata": {"labels": {"app": app}},
+                                              "spec": {"containers": [{"name": "vllm"}]}}},
+                        "status": {"replicas": n}
+                    }),
                 );
-            } else if path == format!("/api/v1/namespaces/{ns}/pods")
-                && head.target.contains("watch=true")
-            {
+            } else if path == format!("{deployment}/scale") && head.method == "PATCH" {
+                let patch: serde_json::Value =
+                    serde_json::from_slice(&head.body).unwrap_or_default();
+                let n = patch["spec"]["replicas"].as_u64().unwrap_or(0) as u32;
+                *scale.lock().unwrap() = n;
+                json(
+                    &mut stream,
+                    200,
+                    serde_json::json!({"apiVersion": "autoscaling/v1",
+                "kind": "Scale", "metadata": {"name": app, "namespace": ns},
+                "spec": {"replicas": n}, "status": {"replicas": n, "selector": format!("app={app}")}}),
+                );
+            } else if path == pod_path && watch {
                 // Hold the watch open with no events, then end it; the watcher re-watches.
                 let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
                 for _ in 0..50 {
@@ -75,34 +117,47 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                     std::thread::sleep(Duration::from_millis(100));
                 }
                 let _ = stream.write_all(b"0\r\n\r\n");
-            } else if path == format!("/api/v1/namespaces/{ns}/pods") {
+            } else if path == pod_path {
                 let items: Vec<serde_json::Value> = shared
                     .lock()
                     .unwrap()
                     .iter()
                     .map(|p| pod_json(ns, app, p, 1))
                     .collect();
-                let list = serde_json::json!({
-                    "apiVersion": "v1", "kind": "PodList",
-                    "metadata": {"resourceVersion": "1"}, "items": items
-                });
-                respond(
+                json(
                     &mut stream,
                     200,
-                    "application/json",
-                    list.to_string().as_bytes(),
+                    serde_json::json!({"apiVersion": "v1", "kind": "PodList",
+                "metadata": {"resourceVersion": "1"}, "items": items}),
                 );
+            } else if let Some(rest) = path.strip_prefix(&format!("{pod_path}/")) {
+                // The pod proxy: /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH
+                let (who, tail) = rest.split_once("/proxy").unwrap_or((rest, "/"));
+                let (name, port) = who.split_once(':').unwrap_or((who, "80"));
+                let ip = shared
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|p| p.name == name)
+                    .map(|p| p.ip.clone());
+                match ip.and_then(|ip| get(&format!("{ip}:{port}"), tail)) {
+                    Some((status, body)) => respond(&mut stream, status, "text/plain", &body),
+                    None => respond(&mut stream, 503, "text/plain", b"pod unreachable\n"),
+                }
             } else {
-                let status = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                            "reason": "NotFound", "code": 404, "message": format!("{path} not found")});
-                respond(
+                json(
                     &mut stream,
                     404,
-                    "application/json",
-                    status.to_string().as_bytes(),
+                    serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                "status": "Failure", "reason": "NotFound", "code": 404,
+                "message": format!("{path} not found")}),
                 );
             }
         },
     );
-    KubeApi { server, pods }
+    KubeApi {
+        server,
+        pods,
+        replicas,
+    }
 }

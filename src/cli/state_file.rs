@@ -1,0 +1,32 @@
+//! The `--state FILE` of `decide` and `kube`: the HPA's memory, the last activity and each
+//! source's counters, kept as JSON between runs.
+
+use crate::scaling::ScalerState;
+use anyhow::Context;
+use std::path::Path;
+
+/// The state in `path`, or a fresh one when the file does not exist yet.
+pub fn load_state(path: &Path) -> anyhow::Result<ScalerState> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("{}: not a state file written by infscale", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ScalerState::default()),
+        Err(e) => Err(e).with_context(|| format!("{}: cannot read the state", path.display())),
+    }
+}
+
+/// Writes the state (to a temporary file first, then renamed over the old one).
+pub fn save_state(path: &Path, state: &ScalerState) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let json = serde_json::to_vec_pretty(state)?;
+    std::fs::write(&tmp, json).with_context(|| format!("{}: cannot write", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))?;
+    Ok(())
+}
+
+/// Seconds since the Unix epoch: the clock `decide` and `kube` keep their state on.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
