@@ -13,6 +13,7 @@
 //! - [`source`]: the shell that fetches pages from files or URLs, bounded in size and time.
 //! - [`cli`]: argument parsing and printing for the `infscale` binary.
 
+pub mod activator;
 pub mod cli;
 pub mod counts;
 pub mod metrics;

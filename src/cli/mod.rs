@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own file and calls the library; errors reach `main` as one line
 //! and exit with status 2.
 
+mod activator;
 mod decide;
 mod gpu;
 mod kube;
@@ -36,6 +37,8 @@ pub enum Command {
     Serve(Box<serve::Args>),
     /// Decide for a Deployment in a cluster (and with --apply, scale it), without KEDA.
     Kube(Box<kube::Args>),
+    /// Proxy requests to model Services, holding them while no replica is ready.
+    Activator(Box<activator::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -69,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Decide(args) => runtime()?.block_on(decide::run(*args)),
         Command::Serve(args) => runtime()?.block_on(serve::run(*args)),
         Command::Kube(args) => runtime()?.block_on(kube::run(*args)),
+        Command::Activator(args) => runtime()?.block_on(activator::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }

@@ -1,0 +1,271 @@
+//! A route's live state: whether its upstream is ready, the FIFO of requests held until it is,
+//! and the counts the scaler reads.
+//!
+//! Readiness and the queue are judged under one lock, so a request that finds the route not
+//! ready is queued before any release can run, and a release drains the queue in arrival order.
+//! A held request that is dropped (its client went away, or it timed out) leaves the queue and
+//! the counts at once. Every change bumps a shared version, which `/queue/watch` streams.
+
+use super::routes::Route;
+use crate::counts::HostCounts;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{oneshot, watch, Notify};
+
+/// Why a held request stops waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// The upstream is ready: forward. `ordinal` counts releases on this route from 1.
+    Go { ordinal: u64 },
+    /// The activator is shutting down: answer 503.
+    Shutdown,
+}
+
+#[derive(Default)]
+struct Queue {
+    ready: bool,
+    waiters: VecDeque<(u64, oneshot::Sender<Release>)>,
+    next_id: u64,
+    released: u64,
+}
+
+/// One route at run time.
+pub struct RouteState {
+    pub route: Route,
+    queue: Mutex<Queue>,
+    /// Requests forwarded and not yet finished.
+    forwarding: AtomicU64,
+    /// Requests seen since start.
+    requests: AtomicU64,
+    /// Wakes the readiness probe (a request is waiting).
+    pub wake: Notify,
+    /// Bumped on every change of any route's counts.
+    changes: Arc<watch::Sender<u64>>,
+}
+
+/// What `admit` decided.
+pub enum Admission {
+    /// The upstream is ready: forward now.
+    Forward,
+    /// Held: await the release.
+    Held(Held),
+    /// The route holds its maximum already.
+    Full,
+}
+
+/// A request in the hold queue; dropping it takes it out.
+pub struct Held {
+    id: u64,
+    pub release: oneshot::Receiver<Release>,
+    state: Arc<RouteState>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut q = self.state.lock();
+        let before = q.waiters.len();
+        q.waiters.retain(|(id, _)| *id != self.id);
+        let removed = q.waiters.len() != before;
+        drop(q);
+        if removed {
+            self.state.changed();
+        }
+    }
+}
+
+impl RouteState {
+    pub fn new(route: Route, changes: Arc<watch::Sender<u64>>) -> Arc<RouteState> {
+        Arc::new(RouteState {
+            route,
+            queue: Mutex::new(Queue::default()),
+            forwarding: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            wake: Notify::new(),
+            changes,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Counts a request (once, however often it is admitted).
+    pub fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request asks to go through: forward it, hold it, or refuse it.
+    pub fn admit(self: &Arc<Self>) -> Admission {
+        let mut q = self.lock();
+        if q.ready {
+            drop(q);
+            self.changed();
+            return Admission::Forward;
+        }
+        if q.waiters.len() >= self.route.max_held {
+            drop(q);
+            self.changed();
+            return Admission::Full;
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = q.next_id;
+        q.next_id += 1;
+        q.waiters.push_back((id, tx));
+        drop(q);
+        self.changed();
+        self.wake.notify_one();
+        Admission::Held(Held {
+            id,
+            release: rx,
+            state: self.clone(),
+        })
+    }
+
+    /// Sets readiness; on becoming ready, releases every held request in arrival order.
+    pub fn set_ready(&self, ready: bool) {
+        let mut q = self.lock();
+        let was = q.ready;
+        q.ready = ready;
+        if ready {
+            while let Some((_, tx)) = q.waiters.pop_front() {
+                q.released += 1;
+                let ordinal = q.released;
+                let _ = tx.send(Release::Go { ordinal });
+            }
+        }
+        drop(q);
+        if was != ready {
+            tracing::info!(route = %self.route.counts_host, ready, "upstream readiness changed");
+            self.changed();
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.lock().ready
+    }
+
+    /// Answers every held request with `Shutdown`.
+    pub fn shut_down(&self) {
+        let mut q = self.lock();
+        while let Some((_, tx)) = q.waiters.pop_front() {
+            let _ = tx.send(Release::Shutdown);
+        }
+        drop(q);
+        self.changed();
+    }
+
+    pub fn held(&self) -> usize {
+        self.lock().waiters.len()
+    }
+
+    /// Marks a request forwarded until the returned guard drops.
+    pub fn forwarding(self: &Arc<Self>) -> Forwarding {
+        self.forwarding.fetch_add(1, Ordering::Relaxed);
+        self.changed();
+        Forwarding(self.clone())
+    }
+
+    /// The counts `/queue` reports for this route.
+    pub fn counts(&self) -> HostCounts {
+        let held = self.held() as u64;
+        HostCounts {
+            concurrency: held + self.forwarding.load(Ordering::Relaxed),
+            request_count: self.requests.load(Ordering::Relaxed),
+            held: Some(held),
+        }
+    }
+}
+
+/// A forwarded request in flight; dropping it (response finished or abandoned) ends it.
+pub struct Forwarding(Arc<RouteState>);
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        self.0.forwarding.fetch_sub(1, Ordering::Relaxed);
+        self.0.changed();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activator::routes::{Readiness, Route};
+    use std::time::Duration;
+
+    fn state(max_held: usize) -> Arc<RouteState> {
+        let route = Route {
+            host: None,
+            path_prefix: None,
+            upstream: "http://u:1".into(),
+            upstream_authority: "u:1".into(),
+            readiness: Readiness::Probe { path: "/h".into() },
+            max_held,
+            hold_timeout: Duration::from_secs(1),
+            counts_host: "u".into(),
+        };
+        RouteState::new(route, Arc::new(watch::channel(0).0))
+    }
+
+    fn held(a: Admission) -> Held {
+        match a {
+            Admission::Held(h) => h,
+            _ => panic!("not held"),
+        }
+    }
+
+    #[test]
+    fn releases_in_arrival_order() {
+        let s = state(100);
+        let mut waiting: Vec<Held> = (0..50).map(|_| held(s.admit())).collect();
+        assert_eq!(s.counts().held, Some(50));
+        s.set_ready(true);
+        for (i, h) in waiting.iter_mut().enumerate() {
+            assert_eq!(
+                h.release.try_recv(),
+                Ok(Release::Go {
+                    ordinal: i as u64 + 1
+                })
+            );
+        }
+        assert_eq!(s.held(), 0);
+        assert!(matches!(s.admit(), Admission::Forward));
+        s.count_request();
+        assert_eq!(s.counts().request_count, 1);
+    }
+
+    #[test]
+    fn full_refuses_and_dropping_leaves_the_queue() {
+        let s = state(2);
+        let a = held(s.admit());
+        let b = held(s.admit());
+        assert!(matches!(s.admit(), Admission::Full));
+        drop(a);
+        assert_eq!(s.held(), 1);
+        let _c = held(s.admit());
+        drop(b);
+        assert_eq!(s.counts().held, Some(1));
+    }
+
+    #[test]
+    fn shutdown_answers_everyone() {
+        let s = state(10);
+        let mut h = held(s.admit());
+        s.shut_down();
+        assert_eq!(h.release.try_recv(), Ok(Release::Shutdown));
+    }
+
+    #[test]
+    fn forwarding_counts_in_concurrency() {
+        let s = state(10);
+        s.set_ready(true);
+        let f = s.forwarding();
+        assert_eq!(s.counts().concurrency, 1);
+        drop(f);
+        assert_eq!(s.counts().concurrency, 0);
+    }
+}

@@ -1,0 +1,15 @@
+//! `infscale activator`: the HTTP proxy that holds requests while a model has no ready replica.
+//!
+//! [`routes`] maps a request to its upstream; [`hold`] keeps each route's readiness, its FIFO of
+//! held requests and its counts; [`readiness`] learns when an upstream is ready (EndpointSlices,
+//! or a health probe); [`proxy`] holds and forwards; [`admin`] serves the counts the scaler
+//! reads (`/queue`, `/queue/watch`) and [`telemetry`] the activator's own `/metrics`; [`server`]
+//! assembles them with a graceful shutdown.
+
+pub mod admin;
+pub mod hold;
+pub mod proxy;
+pub mod readiness;
+pub mod routes;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,331 @@
+//! The proxy: route a request, hold it while its upstream has no ready replica, forward it.
+//!
+//! Request bodies are read whole (bounded by `--max-body-bytes`): LLM requests are small JSON,
+//! and a body kept in memory can be forwarded again when the upstream turns out to be gone, so a
+//! request that arrives as the last replica leaves is held instead of failing. Responses stream
+//! through untouched (server-sent events arrive token by token). Hop-by-hop headers are dropped
+//! both ways; upstream connections are pooled. Every request ends forwarded or with a JSON answer:
+//! 404 no route, 413 body too large, 503 route full or shutting down, 504 hold timeout, 502
+//! upstream failed.
+
+use super::hold::{Admission, Release, RouteState};
+use super::telemetry::Telemetry;
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type ProxyBody = BoxBody<Bytes, BoxError>;
+
+/// After a connection to the upstream is refused, wait this long before trying again.
+const RETRY_AFTER_REFUSED: Duration = Duration::from_millis(250);
+
+pub struct Proxy {
+    pub routes: Vec<Arc<RouteState>>,
+    pub client: Client<HttpConnector, Full<Bytes>>,
+    pub max_body: usize,
+    pub telemetry: Arc<Telemetry>,
+}
+
+/// Headers that describe one hop, never forwarded.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+fn full(body: impl Into<Bytes>) -> ProxyBody {
+    Full::new(body.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// A JSON answer from the activator itself.
+fn answer(status: StatusCode, error: &str, retry_after: Option<u64>) -> Response<ProxyBody> {
+    let body = serde_json::json!({ "error": error, "status": status.as_u16() }).to_string();
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(s) = retry_after {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
+}
+
+/// A response body that keeps the request counted as in flight until it ends or is dropped.
+struct Counted {
+    inner: Incoming,
+    _forwarding: super::hold::Forwarding,
+}
+
+impl Body for Counted {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Proxy {
+    fn route(&self, req: &Request<Incoming>) -> Option<Arc<RouteState>> {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().host());
+        let path = req.uri().path();
+        self.routes
+            .iter()
+            .find(|r| r.route.matches(host, path))
+            .cloned()
+    }
+
+    /// Handles one client request.
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
+        let Some(state) = self.route(&req) else {
+            self.telemetry.reject("none", "no_route");
+            return answer(
+                StatusCode::NOT_FOUND,
+                "no route for this host and path",
+                None,
+            );
+        };
+        let host = state.route.counts_host.clone();
+        let too_large = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .is_some_and(|n| n > self.max_body as u64);
+        if too_large {
+            self.telemetry.reject(&host, "body_too_large");
+            return answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body over the limit",
+                None,
+            );
+        }
+        let (parts, body) = req.into_parts();
+        let body = match Limited::new(body, self.max_body).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e)
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                self.telemetry.reject(&host, "body_too_large");
+                return answer(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body over the limit",
+                    None,
+                );
+            }
+            Err(_) => {
+                return answer(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                    None,
+                )
+            }
+        };
+        let arrived = Instant::now();
+        let deadline = arrived + state.route.hold_timeout;
+        state.count_request();
+        let mut ordinal = None;
+        loop {
+            match state.admit() {
+                Admission::Full => {
+                    self.telemetry.reject(&host, "full");
+                    return answer(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too many requests held for this route",
+                        Some(1),
+                    );
+                }
+                Admission::Held(mut held) => {
+                    tokio::select! {
+                        released = &mut held.release => match released {
+                            Ok(Release::Go { ordinal: n }) => ordinal = Some(n),
+                            Ok(Release::Shutdown) => {
+                                self.telemetry.reject(&host, "shutting_down");
+                                return answer(StatusCode::SERVICE_UNAVAILABLE, "the activator is shutting down", Some(1));
+                            }
+                            Err(_) => continue,
+                        },
+                        _ = tokio::time::sleep_until(deadline.into()) => {
+                            self.telemetry.timed_out.get_or_create(&Telemetry::route(&host)).inc();
+                            let timeout = state.route.hold_timeout.as_secs().max(1);
+                            return answer(StatusCode::GATEWAY_TIMEOUT, "no replica became ready within the hold timeout", Some(timeout));
+                        }
+                    }
+                }
+                Admission::Forward => {}
+            }
+            let held_for = arrived.elapsed();
+            match self.forward(&state, &parts, body.clone(), peer).await {
+                Ok(mut response) => {
+                    if let Some(n) = ordinal {
+                        self.telemetry
+                            .held_seconds
+                            .get_or_create(&Telemetry::route(&host))
+                            .observe(held_for.as_secs_f64());
+                        let h = response.headers_mut();
+                        h.insert(
+                            "x-infscale-held-ms",
+                            HeaderValue::from(held_for.as_millis() as u64),
+                        );
+                        h.insert("x-infscale-released", HeaderValue::from(n));
+                    }
+                    self.telemetry
+                        .forwarded
+                        .get_or_create(&Telemetry::route(&host))
+                        .inc();
+                    return response;
+                }
+                Err(e) if e.is_connect() && Instant::now() + RETRY_AFTER_REFUSED < deadline => {
+                    // The upstream is gone (scaled to zero under us): hold the request again.
+                    tracing::info!(route = %host, error = %e, "upstream refused the connection; holding");
+                    if matches!(
+                        state.route.readiness,
+                        super::routes::Readiness::Probe { .. }
+                    ) {
+                        state.set_ready(false);
+                        state.wake.notify_one();
+                    }
+                    tokio::time::sleep(RETRY_AFTER_REFUSED).await;
+                }
+                Err(e) => {
+                    tracing::warn!(route = %host, error = %e, "upstream failed");
+                    self.telemetry
+                        .upstream_errors
+                        .get_or_create(&Telemetry::route(&host))
+                        .inc();
+                    return answer(StatusCode::BAD_GATEWAY, "the upstream failed", None);
+                }
+            }
+        }
+    }
+
+    async fn forward(
+        &self,
+        state: &Arc<RouteState>,
+        parts: &http::request::Parts,
+        body: Bytes,
+        peer: SocketAddr,
+    ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let uri: http::Uri = format!("{}{path}", state.route.upstream)
+            .parse()
+            .unwrap_or_else(|_| http::Uri::from_static("/"));
+        let mut headers = parts.headers.clone();
+        strip_hop_by_hop(&mut headers);
+        let original_host = headers.remove(header::HOST);
+        if let Ok(v) = HeaderValue::from_str(&state.route.upstream_authority) {
+            headers.insert(header::HOST, v);
+        }
+        if let Some(h) = original_host {
+            headers.insert("x-forwarded-host", h);
+        }
+        let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+            Some(prior) => format!("{prior}, {}", peer.ip()),
+            None => peer.ip().to_string(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&forwarded_for) {
+            headers.insert("x-forwarded-for", v);
+        }
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = parts.method.clone();
+        *request.uri_mut() = uri;
+        *request.headers_mut() = headers;
+        let guard = state.forwarding();
+        let response = self.client.request(request).await?;
+        let (mut parts, incoming) = response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        let body = Counted {
+            inner: incoming,
+            _forwarding: guard,
+        };
+        Ok(Response::from_parts(
+            parts,
+            body.map_err(BoxError::from).boxed(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_are_dropped() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "connection",
+            HeaderValue::from_static("keep-alive, x-secret"),
+        );
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("content-type"));
+    }
+
+    #[test]
+    fn answers_are_json_with_retry_after() {
+        let r = answer(StatusCode::GATEWAY_TIMEOUT, "late", Some(300));
+        assert_eq!(r.status(), 504);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "300");
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+    }
+}

@@ -1,0 +1,105 @@
+//! Knowing when a route's upstream has a ready replica.
+//!
+//! In a cluster, the route's Service's EndpointSlices are watched (kube's reflector): ready as
+//! soon as any endpoint is. Outside one, the upstream's health path is probed: at most every
+//! 250 ms while requests are held (and at once when one arrives), every few seconds otherwise.
+
+use super::hold::RouteState;
+use super::routes::Readiness;
+use futures::StreamExt;
+use http_body_util::Empty;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Probe cadence while requests are held.
+pub const PROBE_HELD: Duration = Duration::from_millis(250);
+/// Probe cadence while nothing is held.
+pub const PROBE_IDLE: Duration = Duration::from_secs(5);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Starts the route's readiness task.
+pub fn start(
+    state: Arc<RouteState>,
+    kube: Option<kube::Client>,
+    client: Client<HttpConnector, Empty<bytes::Bytes>>,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    match state.route.readiness.clone() {
+        Readiness::Probe { path } => Ok(tokio::spawn(probe(state, client, path))),
+        Readiness::EndpointSlices { service, namespace } => {
+            let kube = kube.ok_or_else(|| {
+                format!(
+                    "route {}: watching Service {service}'s EndpointSlices needs the Kubernetes API (or give healthPath)",
+                    state.route.counts_host
+                )
+            })?;
+            Ok(tokio::spawn(endpoint_slices(
+                state, kube, service, namespace,
+            )))
+        }
+    }
+}
+
+async fn probe(
+    state: Arc<RouteState>,
+    client: Client<HttpConnector, Empty<bytes::Bytes>>,
+    path: String,
+) {
+    let uri: http::Uri = match format!("{}{path}", state.route.upstream).parse() {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!(route = %state.route.counts_host, error = %e, "bad health URL");
+            return;
+        }
+    };
+    loop {
+        let answer = tokio::time::timeout(PROBE_TIMEOUT, client.get(uri.clone())).await;
+        let healthy = matches!(answer, Ok(Ok(r)) if r.status().is_success());
+        state.set_ready(healthy);
+        let pause = if state.held() > 0 {
+            PROBE_HELD
+        } else {
+            PROBE_IDLE
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = state.wake.notified() => {}
+        }
+    }
+}
+
+fn any_ready(store: &Store<EndpointSlice>) -> bool {
+    store.state().iter().any(|slice| {
+        slice.endpoints.iter().flatten().any(|e| {
+            // An endpoint with no readiness condition is ready (the API's own rule).
+            e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
+        })
+    })
+}
+
+async fn endpoint_slices(
+    state: Arc<RouteState>,
+    kube: kube::Client,
+    service: String,
+    namespace: String,
+) {
+    let api: Api<EndpointSlice> = Api::namespaced(kube, &namespace);
+    let (store, writer) = reflector::store();
+    let config =
+        watcher::Config::default().labels(&format!("kubernetes.io/service-name={service}"));
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
+            Ok(_) => state.set_ready(any_ready(&store)),
+            Err(e) => {
+                tracing::warn!(service = %service, error = %e, "EndpointSlice watch failed; retrying")
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Which upstream a request goes to, and how each route holds requests.
+//!
+//! Routes come from a YAML file (`--routes FILE`) or from the one-route shorthand flags. A
+//! request takes the first route whose `host` (the Host header, port ignored) and `pathPrefix`
+//! both match, where either may be left out. Each route names its upstream URL, how readiness is
+//! known (the EndpointSlices of a Service, or an active probe of a health path), its bounds, and
+//! the host key under which `/queue` reports its counts.
+
+use serde::Deserialize;
+use std::time::Duration;
+
+/// The routes file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutesFile {
+    pub routes: Vec<RouteSpec>,
+}
+
+/// One route as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RouteSpec {
+    /// Host header to match (port ignored); any host when absent.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Path prefix to match; any path when absent.
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Where requests go: `http://HOST:PORT`.
+    pub upstream: String,
+    /// A Service whose EndpointSlices say when the upstream is ready.
+    #[serde(default)]
+    pub service: Option<String>,
+    /// The Service's namespace (default: the activator's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Probe this path on the upstream instead of watching EndpointSlices.
+    #[serde(default)]
+    pub health_path: Option<String>,
+    /// Requests held at once before new ones get 503.
+    #[serde(default = "default_max_held")]
+    pub max_held: usize,
+    /// How long a request is held before it gets 504.
+    #[serde(default = "default_hold_timeout")]
+    pub hold_timeout_seconds: f64,
+    /// The host key in `/queue` (default: `host`, else the Service, else the upstream's host).
+    #[serde(default)]
+    pub counts_host: Option<String>,
+}
+
+fn default_max_held() -> usize {
+    1000
+}
+
+fn default_hold_timeout() -> f64 {
+    300.0
+}
+
+/// How a route knows its upstream is ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    EndpointSlices { service: String, namespace: String },
+    Probe { path: String },
+}
+
+/// A checked route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub host: Option<String>,
+    pub path_prefix: Option<String>,
+    /// Scheme and authority, e.g. `http://chat.llm.svc:8000`, no trailing slash.
+    pub upstream: String,
+    pub upstream_authority: String,
+    pub readiness: Readiness,
+    pub max_held: usize,
+    pub hold_timeout: Duration,
+    pub counts_host: String,
+}
+
+/// A route that cannot be used, naming the route and field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("route {index} ({field}): {message}")]
+pub struct RouteError {
+    pub index: usize,
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl RouteSpec {
+    /// Checks the route; `default_namespace` is the activator's own.
+    pub fn check(&self, index: usize, default_namespace: &str) -> Result<Route, RouteError> {
+        let bad = |field, message: String| RouteError {
+            index,
+            field,
+            message,
+        };
+        let rest = self.upstream.strip_prefix("http://").ok_or_else(|| {
+            bad(
+                "upstream",
+                format!("{:?} must be an http:// URL", self.upstream),
+            )
+        })?;
+        let authority = rest.trim_end_matches('/');
+        if authority.is_empty() || authority.contains('/') {
+            return Err(bad(
+                "upstream",
+                format!(
+                    "{:?} must be http://HOST[:PORT] with no path",
+                    self.upstream
+                ),
+            ));
+        }
+        if authority.parse::<http::uri::Authority>().is_err() {
+            return Err(bad(
+                "upstream",
+                format!("{authority:?} is not a host[:port]"),
+            ));
+        }
+        if let Some(p) = &self.path_prefix {
+            if !p.starts_with('/') {
+                return Err(bad("pathPrefix", format!("{p:?} must start with /")));
+            }
+        }
+        let readiness = match (&self.service, &self.health_path) {
+            (Some(_), Some(_)) => {
+                return Err(bad(
+                    "healthPath",
+                    "give service or healthPath, not both".into(),
+                ))
+            }
+            (Some(service), None) => Readiness::EndpointSlices {
+                service: service.clone(),
+                namespace: self
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| default_namespace.to_owned()),
+            },
+            (None, Some(path)) if path.starts_with('/') => Readiness::Probe { path: path.clone() },
+            (None, Some(path)) => {
+                return Err(bad("healthPath", format!("{path:?} must start with /")))
+            }
+            (None, None) => {
+                return Err(bad(
+                    "service",
+                    "say how readiness is known: service (EndpointSlices) or healthPath".into(),
+                ))
+            }
+        };
+        if self.max_held == 0 {
+            return Err(bad("maxHeld", "must be at least 1".into()));
+        }
+        if !(self.hold_timeout_seconds.is_finite() && self.hold_timeout_seconds > 0.0) {
+            return Err(bad(
+                "holdTimeoutSeconds",
+                format!("{} must be a positive number", self.hold_timeout_seconds),
+            ));
+        }
+        let host_of_upstream = authority.split(':').next().unwrap_or(authority).to_owned();
+        let counts_host = self
+            .counts_host
+            .clone()
+            .or_else(|| self.host.clone())
+            .or_else(|| self.service.clone())
+            .unwrap_or(host_of_upstream);
+        Ok(Route {
+            host: self
+                .host
+                .as_ref()
+                .map(|h| strip_port(h).to_ascii_lowercase()),
+            path_prefix: self.path_prefix.clone(),
+            upstream: format!("http://{authority}"),
+            upstream_authority: authority.to_owned(),
+            readiness,
+            max_held: self.max_held,
+            hold_timeout: Duration::from_secs_f64(self.hold_timeout_seconds),
+            counts_host,
+        })
+    }
+}
+
+fn strip_port(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !h.is_empty() => h,
+        _ => host,
+    }
+}
+
+impl Route {
+    pub fn matches(&self, host: Option<&str>, path: &str) -> bool {
+        let host_ok = match (&self.host, host) {
+            (None, _) => true,
+            (Some(want), Some(got)) => strip_port(got).eq_ignore_ascii_case(want),
+            (Some(_), None) => false,
+        };
+        host_ok
+            && self
+                .path_prefix
+                .as_ref()
+                .is_none_or(|p| path.starts_with(p.as_str()))
+    }
+}
+
+/// Reads and checks a routes file.
+pub fn parse(name: &str, text: &str, default_namespace: &str) -> Result<Vec<Route>, String> {
+    let file: RoutesFile = serde_yaml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
+    if file.routes.is_empty() {
+        return Err(format!("{name}: no routes"));
+    }
+    file.routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.check(i, default_namespace)
+                .map_err(|e| format!("{name}: {e}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(upstream: &str) -> RouteSpec {
+        RouteSpec {
+            host: None,
+            path_prefix: None,
+            upstream: upstream.into(),
+            service: None,
+            namespace: None,
+            health_path: Some("/health".into()),
+            max_held: 10,
+            hold_timeout_seconds: 5.0,
+            counts_host: None,
+        }
+    }
+
+    #[test]
+    fn a_routes_file() {
+        let text = "routes:\n  - host: chat.llm.svc\n    upstream: http://chat.llm.svc:8000\n    service: chat\n  - pathPrefix: /v1/embeddings\n    upstream: http://embed:8080/\n    healthPath: /health\n    maxHeld: 5\n";
+        let routes = parse("routes.yaml", text, "llm").unwrap();
+        assert_eq!(routes.len(), 2);
+        assert_eq!(routes[0].counts_host, "chat.llm.svc");
+        assert_eq!(
+            routes[0].readiness,
+            Readiness::EndpointSlices {
+                service: "chat".into(),
+                namespace: "llm".into()
+            }
+        );
+        assert!(routes[0].matches(Some("chat.llm.svc:80"), "/v1/chat/completions"));
+        assert!(!routes[0].matches(Some("other"), "/"));
+        assert!(routes[1].matches(Some("anything"), "/v1/embeddings"));
+        assert!(!routes[1].matches(Some("anything"), "/v1/chat"));
+        assert_eq!(routes[1].upstream, "http://embed:8080");
+        assert_eq!(routes[1].counts_host, "embed");
+    }
+
+    #[test]
+    fn errors_name_the_route_and_field() {
+        let e = parse("r.yaml", "routes:\n  - upstream: http://a:1\n", "ns").unwrap_err();
+        assert!(e.contains("route 0 (service)"), "{e}");
+        let e = spec("https://a:1").check(3, "ns").unwrap_err();
+        assert_eq!((e.index, e.field), (3, "upstream"));
+        assert_eq!(
+            spec("http://a:1/v1").check(0, "ns").unwrap_err().field,
+            "upstream"
+        );
+        let e = parse(
+            "r.yaml",
+            "routes:\n  - upstream: http://a:1\n    colour: red\n",
+            "ns",
+        )
+        .unwrap_err();
+        assert!(e.contains("colour"), "{e}");
+        let mut s = spec("http://a:1");
+        s.max_held = 0;
+        assert_eq!(s.check(0, "ns").unwrap_err().field, "maxHeld");
+    }
+}

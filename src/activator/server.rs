@@ -1,0 +1,187 @@
+//! `infscale activator` put together: the proxy listener (HTTP/1.1 and h2c), the readiness task
+//! of every route, the admin listener, and a graceful shutdown that answers every held request
+//! and lets forwarded ones finish.
+
+use super::admin::Admin;
+use super::hold::RouteState;
+use super::proxy::Proxy;
+use super::readiness;
+use super::routes::Route;
+use super::telemetry::Telemetry;
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{Empty, Full};
+use hyper::service::service_fn;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How to run the activator.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub routes: Vec<Route>,
+    /// The largest request body accepted, bytes.
+    pub max_body: usize,
+    /// Talk to this API server without credentials; otherwise in-cluster or kubeconfig.
+    pub kube_api: Option<String>,
+    /// How long forwarded requests may take to finish after a shutdown signal.
+    pub drain: Duration,
+}
+
+/// The activator's sockets, bound, not yet serving.
+pub struct Bound {
+    proxy: TcpListener,
+    admin: TcpListener,
+    config: Config,
+}
+
+impl Bound {
+    pub fn proxy_addr(&self) -> std::io::Result<SocketAddr> {
+        self.proxy.local_addr()
+    }
+
+    pub fn admin_addr(&self) -> std::io::Result<SocketAddr> {
+        self.admin.local_addr()
+    }
+}
+
+pub async fn bind(config: Config) -> anyhow::Result<Bound> {
+    let proxy = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let admin = TcpListener::bind(config.admin_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.admin_listen))?;
+    Ok(Bound {
+        proxy,
+        admin,
+        config,
+    })
+}
+
+fn http_connector() -> HttpConnector {
+    let mut c = HttpConnector::new();
+    c.set_nodelay(true);
+    c.set_connect_timeout(Some(Duration::from_secs(5)));
+    c
+}
+
+async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
+    match &config.kube_api {
+        Some(url) => {
+            let uri: http::Uri = url.parse().with_context(|| format!("--kube-api {url:?}"))?;
+            Ok(kube::Client::try_from(kube::Config::new(uri))?)
+        }
+        None => kube::Client::try_default().await.context(
+            "routes watch EndpointSlices but there is no Kubernetes API (give healthPath instead)",
+        ),
+    }
+}
+
+impl Bound {
+    /// Serves until `shutdown` resolves.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let config = self.config;
+        let (changes, changes_rx) = watch::channel(0u64);
+        let changes = Arc::new(changes);
+        let routes: Vec<Arc<RouteState>> = config
+            .routes
+            .iter()
+            .map(|r| RouteState::new(r.clone(), changes.clone()))
+            .collect();
+        let needs_kube = routes.iter().any(|r| {
+            matches!(
+                r.route.readiness,
+                super::routes::Readiness::EndpointSlices { .. }
+            )
+        });
+        let kube = if needs_kube {
+            Some(kube_client(&config).await?)
+        } else {
+            None
+        };
+        let probe_client: Client<HttpConnector, Empty<Bytes>> =
+            Client::builder(TokioExecutor::new()).build(http_connector());
+        let mut tasks = Vec::new();
+        for r in &routes {
+            let task = readiness::start(r.clone(), kube.clone(), probe_client.clone())
+                .map_err(anyhow::Error::msg)?;
+            tasks.push(task);
+        }
+        let telemetry = Arc::new(Telemetry::new());
+        let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(1024)
+            .build(http_connector());
+        let proxy = Arc::new(Proxy {
+            routes: routes.clone(),
+            client,
+            max_body: config.max_body,
+            telemetry: telemetry.clone(),
+        });
+        let admin = Admin {
+            routes: Arc::new(routes.clone()),
+            changes: changes_rx,
+            telemetry,
+        };
+        let admin_listener = self.admin;
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(admin_listener, admin.router()).await {
+                tracing::error!(error = %e, "the admin server stopped");
+            }
+        }));
+        tracing::info!(listen = %self.proxy.local_addr().map(|a| a.to_string()).unwrap_or_default(), routes = routes.len(), "activator serving");
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = self.proxy.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let proxy = proxy.clone();
+                    let service = service_fn(move |req| {
+                        let p = proxy.clone();
+                        async move { Ok::<_, Infallible>(p.handle(req, peer).await) }
+                    });
+                    let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                }
+                _ = &mut shutdown => break,
+            }
+        }
+        tracing::info!("shutting down: answering held requests, letting forwarded ones finish");
+        for r in &routes {
+            r.shut_down();
+        }
+        tokio::select! {
+            _ = graceful.shutdown() => {}
+            _ = tokio::time::sleep(config.drain) => tracing::warn!("drain timeout: closing the remaining connections"),
+        }
+        for t in tasks {
+            t.abort();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! `infscale activator`: hold requests while a model has no ready replica.
+
+use super::serve::{init_logging, shutdown_signal};
+use crate::activator::routes::{self, RouteSpec};
+use crate::activator::server::{self, Config};
+use anyhow::{bail, Context};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where clients send requests (HTTP/1.1 and h2c).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// Where the scaler reads /queue and /queue/watch, and /metrics and /healthz are served.
+    #[arg(long, default_value = "0.0.0.0:9092")]
+    pub admin_listen: SocketAddr,
+    /// A YAML routes file (see the README); or one route from the flags below.
+    #[arg(long, value_name = "FILE", conflicts_with = "upstream")]
+    pub routes: Option<PathBuf>,
+    /// The one route's upstream: http://HOST:PORT.
+    #[arg(long, value_name = "URL", required_unless_present = "routes")]
+    pub upstream: Option<String>,
+    /// Probe this path on the upstream to know it is ready (outside a cluster).
+    #[arg(long, value_name = "PATH")]
+    pub health_path: Option<String>,
+    /// Watch this Service's EndpointSlices to know the upstream is ready (in a cluster).
+    #[arg(long, value_name = "NAME", conflicts_with = "health_path")]
+    pub service: Option<String>,
+    /// Seconds a request is held before it is answered 504.
+    #[arg(long, default_value_t = 300.0)]
+    pub hold_timeout: f64,
+    /// Requests held at once before new ones are answered 503.
+    #[arg(long, default_value_t = 1000)]
+    pub max_held: usize,
+    /// The host under which /queue reports the one route's counts [default: the upstream's host].
+    #[arg(long)]
+    pub host: Option<String>,
+    /// The largest request body accepted, bytes.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_body_bytes: usize,
+    /// Namespace of the Services routes name [default: the pod's own, else "default"].
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Use this API server without credentials; default: in-cluster, else the kubeconfig.
+    #[arg(long, value_name = "URL")]
+    pub kube_api: Option<String>,
+    /// Seconds forwarded requests may take to finish after SIGTERM.
+    #[arg(long, default_value_t = 30.0)]
+    pub drain_seconds: f64,
+    /// Log format: text or json (level from RUST_LOG, default info).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+fn own_namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok()
+        })
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "default".to_owned())
+}
+
+pub fn config(args: &Args) -> anyhow::Result<Config> {
+    let namespace = args.namespace.clone().unwrap_or_else(own_namespace);
+    let routes = match (&args.routes, &args.upstream) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read", path.display()))?;
+            routes::parse(&path.display().to_string(), &text, &namespace)
+                .map_err(anyhow::Error::msg)?
+        }
+        (None, Some(upstream)) => {
+            let spec = RouteSpec {
+                host: None,
+                path_prefix: None,
+                upstream: upstream.clone(),
+                service: args.service.clone(),
+                namespace: None,
+                health_path: args.health_path.clone(),
+                max_held: args.max_held,
+                hold_timeout_seconds: args.hold_timeout,
+                counts_host: args.host.clone(),
+            };
+            vec![spec
+                .check(0, &namespace)
+                .map_err(|e| anyhow::anyhow!("{e}"))?]
+        }
+        (None, None) => bail!("give --routes FILE or --upstream URL"),
+    };
+    if !(args.drain_seconds.is_finite() && args.drain_seconds >= 0.0) {
+        bail!(
+            "--drain-seconds {}: expected a number of seconds",
+            args.drain_seconds
+        );
+    }
+    if args.max_body_bytes == 0 {
+        bail!("--max-body-bytes must be above 0");
+    }
+    Ok(Config {
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        routes,
+        max_body: args.max_body_bytes,
+        kube_api: args.kube_api.clone(),
+        drain: Duration::from_secs_f64(args.drain_seconds),
+    })
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    init_logging(&args.log_format);
+    let config = config(&args)?;
+    let bound = server::bind(config).await?;
+    bound.run(shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,384 @@
+//! `infscale activator` end to end on loopback, in front of a stand-in upstream that becomes
+//! ready when the test says so.
+
+use axum::body::Bytes;
+use axum::response::sse::{Event, Sse};
+use axum::routing::{get, post};
+use infscale::activator::routes::RouteSpec;
+use infscale::activator::server::{bind, Config};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A model server stand-in: `/health` 503 until ready; `/echo` returns the body; `/seq`
+/// returns the `x-seq` header; `/stream` sends five events 200 ms apart.
+async fn upstream(ready: Arc<AtomicBool>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new()
+        .route(
+            "/health",
+            get(move || {
+                let ready = ready.clone();
+                async move {
+                    if ready.load(Ordering::SeqCst) {
+                        (axum::http::StatusCode::OK, "ok")
+                    } else {
+                        (axum::http::StatusCode::SERVICE_UNAVAILABLE, "loading")
+                    }
+                }
+            }),
+        )
+        .route("/echo", post(|body: Bytes| async move { body }))
+        .route(
+            "/seq",
+            get(|headers: axum::http::HeaderMap| async move {
+                headers
+                    .get("x-seq")
+                    .map(|v| v.to_str().unwrap_or("").to_owned())
+                    .unwrap_or_default()
+            }),
+        )
+        .route(
+            "/stream",
+            get(|| async {
+                let events = futures::stream::unfold(0, |i| async move {
+                    if i == 5 {
+                        return None;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Some((
+                        Ok::<_, std::convert::Infallible>(
+                            Event::default().data(format!("token{i}")),
+                        ),
+                        i + 1,
+                    ))
+                });
+                Sse::new(events)
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+struct Running {
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+async fn activator(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> Running {
+    let route = RouteSpec {
+        host: None,
+        path_prefix: None,
+        upstream: format!("http://{upstream}"),
+        service: None,
+        namespace: None,
+        health_path: Some("/health".into()),
+        max_held,
+        hold_timeout_seconds: hold_timeout,
+        counts_host: Some("chat".into()),
+    }
+    .check(0, "default")
+    .unwrap();
+    let bound = bind(Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        routes: vec![route],
+        max_body: 4 << 20,
+        kube_api: None,
+        drain: Duration::from_secs(5),
+    })
+    .await
+    .unwrap();
+    let proxy = bound.proxy_addr().unwrap();
+    let admin = bound.admin_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let done = tokio::spawn(bound.run(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        proxy,
+        admin,
+        stop: Some(stop),
+        done,
+    }
+}
+
+async fn held(admin: SocketAddr) -> u64 {
+    let v: serde_json::Value = reqwest::get(format!("http://{admin}/queue"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["chat"]["Held"].as_u64().unwrap_or(0)
+}
+
+async fn wait_held(admin: SocketAddr, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while held(admin).await != n {
+        assert!(Instant::now() < deadline, "held never reached {n}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_held_requests_are_released_in_arrival_order() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = activator(up, 1000, 30.0).await;
+    let c = client();
+    let mut tasks = Vec::new();
+    for i in 0..200u64 {
+        let c = c.clone();
+        let url = format!("http://{}/seq", a.proxy);
+        tasks.push(tokio::spawn(async move {
+            let r = c
+                .get(url)
+                .header("x-seq", i.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let released: u64 = r.headers()["x-infscale-released"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let held_ms: u64 = r.headers()["x-infscale-held-ms"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            (i, status, released, held_ms, r.text().await.unwrap())
+        }));
+        // Send the next only once this one is held, so arrival order is the loop's order.
+        wait_held(a.admin, i + 1).await;
+    }
+    let counts: serde_json::Value = reqwest::get(format!("http://{}/queue", a.admin))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(counts["chat"]["Held"], 200);
+    assert_eq!(counts["chat"]["Concurrency"], 200);
+    ready.store(true, Ordering::SeqCst);
+    for t in tasks {
+        let (i, status, released, held_ms, body) = t.await.unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(released, i + 1, "request {i} was released {released}th");
+        assert_eq!(body, i.to_string());
+        assert!(held_ms > 0);
+    }
+    assert_eq!(held(a.admin).await, 0);
+    let metrics = reqwest::get(format!("http://{}/metrics", a.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("infscale_activator_held_duration_seconds_count{route=\"chat\"} 200"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("infscale_activator_forwarded_total{route=\"chat\"} 200"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hold_timeout_answers_504_with_retry_after() {
+    let up = upstream(Arc::new(AtomicBool::new(false))).await;
+    let a = activator(up, 10, 0.5).await;
+    let started = Instant::now();
+    let r = client()
+        .get(format!("http://{}/seq", a.proxy))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 504);
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    assert_eq!(r.headers()["retry-after"], "1");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], 504);
+    assert_eq!(held(a.admin).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_held_new_requests_get_503_at_once() {
+    let up = upstream(Arc::new(AtomicBool::new(false))).await;
+    let a = activator(up, 2, 30.0).await;
+    let c = client();
+    let url = format!("http://{}/seq", a.proxy);
+    let _first = tokio::spawn(c.get(&url).send());
+    let _second = tokio::spawn(c.get(&url).send());
+    wait_held(a.admin, 2).await;
+    let started = Instant::now();
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(r.headers().contains_key("retry-after"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_leaves_the_queue_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let up = upstream(Arc::new(AtomicBool::new(false))).await;
+    let a = activator(up, 10, 30.0).await;
+    let mut raw = tokio::net::TcpStream::connect(a.proxy).await.unwrap();
+    raw.write_all(b"GET /seq HTTP/1.1\r\nhost: chat\r\n\r\n")
+        .await
+        .unwrap();
+    wait_held(a.admin, 1).await;
+    drop(raw);
+    let gone = Instant::now();
+    wait_held(a.admin, 0).await;
+    assert!(
+        gone.elapsed() < Duration::from_millis(500),
+        "left after {:?}",
+        gone.elapsed()
+    );
+    let counts: serde_json::Value = reqwest::get(format!("http://{}/queue", a.admin))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(counts["chat"]["Concurrency"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_sent_events_stream_through_token_by_token() {
+    let up = upstream(Arc::new(AtomicBool::new(true))).await;
+    let a = activator(up, 10, 30.0).await;
+    // Readiness is probed at start; give the first probe a moment.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let mut r = client()
+        .get(format!("http://{}/stream", a.proxy))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let first = r.chunk().await.unwrap().unwrap();
+    let first_at = started.elapsed();
+    assert!(
+        String::from_utf8_lossy(&first).contains("token0"),
+        "{first:?}"
+    );
+    let mut rest = Vec::new();
+    while let Some(chunk) = r.chunk().await.unwrap() {
+        rest.extend_from_slice(&chunk);
+    }
+    let all_at = started.elapsed();
+    assert!(String::from_utf8_lossy(&rest).contains("token4"));
+    // The first token arrives after one event's delay, long before the upstream finishes.
+    assert!(first_at < Duration::from_millis(700), "{first_at:?}");
+    assert!(all_at >= Duration::from_millis(1000), "{all_at:?}");
+    assert!(all_at - first_at >= Duration::from_millis(600));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_is_forwarded_byte_for_byte_over_http1_and_h2c() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = activator(up, 10, 30.0).await;
+    let body: Vec<u8> = (0..(1 << 20))
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    // Held first, then released: the body still arrives whole.
+    let c = client();
+    let url = format!("http://{}/echo", a.proxy);
+    let pending = tokio::spawn(c.post(&url).body(body.clone()).send());
+    wait_held(a.admin, 1).await;
+    ready.store(true, Ordering::SeqCst);
+    let r = pending.await.unwrap().unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.bytes().await.unwrap() == body,
+        "the body changed on the way"
+    );
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let r = h2.post(&url).body(body.clone()).send().await.unwrap();
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+    assert!(r.bytes().await.unwrap() == body);
+    // A declared length over the limit: 413 before any of the body is read or forwarded.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut raw = tokio::net::TcpStream::connect(a.proxy).await.unwrap();
+    raw.write_all(b"POST /echo HTTP/1.1\r\nhost: chat\r\ncontent-length: 5000000\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = vec![0u8; 64];
+    let n = raw.read(&mut head).await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 413"),
+        "{:?}",
+        String::from_utf8_lossy(&head[..n])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_held_requests() {
+    let up = upstream(Arc::new(AtomicBool::new(false))).await;
+    let mut a = activator(up, 10, 30.0).await;
+    let pending = tokio::spawn(client().get(format!("http://{}/seq", a.proxy)).send());
+    wait_held(a.admin, 1).await;
+    let _ = a.stop.take().unwrap().send(());
+    let r = pending.await.unwrap().unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    tokio::time::timeout(Duration::from_secs(10), &mut a.done)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_endpoint_reports_a_held_request_at_once() {
+    let up = upstream(Arc::new(AtomicBool::new(false))).await;
+    let a = activator(up, 10, 30.0).await;
+    let mut watch = client()
+        .get(format!("http://{}/queue/watch", a.admin))
+        .send()
+        .await
+        .unwrap();
+    let first = watch.chunk().await.unwrap().unwrap();
+    assert!(
+        String::from_utf8_lossy(&first).contains("\"Held\":0"),
+        "{first:?}"
+    );
+    let sent = Instant::now();
+    let _pending = tokio::spawn(client().get(format!("http://{}/seq", a.proxy)).send());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let chunk = tokio::time::timeout_at(deadline.into(), watch.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if String::from_utf8_lossy(&chunk).contains("\"Held\":1") {
+            break;
+        }
+    }
+    assert!(
+        sent.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        sent.elapsed()
+    );
+}

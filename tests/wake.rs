@@ -1,0 +1,124 @@
+//! Waking from zero, the whole path: a Deployment with no pods, the real activator in front of
+//! it, and the real scaler following the activator. A request held at the activator reaches
+//! KEDA as `StreamIsActive: true` and as demand in `GetMetrics`.
+
+mod common;
+
+use common::kubeapi::kube_api;
+use infscale::activator::routes::RouteSpec;
+use infscale::scaler::discovery::ScrapeVia;
+use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
+use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_request_wakes_the_deployment() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // The model is at zero: no pods, and its Service's port answers nothing.
+    let api = kube_api("llm", "chat", Vec::new());
+    let nothing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = format!("http://{}", nothing.local_addr().unwrap());
+    drop(nothing);
+    let route = RouteSpec {
+        host: None,
+        path_prefix: None,
+        upstream,
+        service: None,
+        namespace: None,
+        health_path: Some("/health".into()),
+        max_held: 100,
+        hold_timeout_seconds: 30.0,
+        counts_host: Some("chat".into()),
+    }
+    .check(0, "llm")
+    .unwrap();
+    let act = infscale::activator::server::bind(infscale::activator::server::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        routes: vec![route],
+        max_body: 1 << 20,
+        kube_api: None,
+        drain: Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
+    let (proxy, admin) = (act.proxy_addr().unwrap(), act.admin_addr().unwrap());
+    tokio::spawn(act.run(std::future::pending()));
+
+    let scaler = infscale::scaler::server::bind(infscale::scaler::server::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: None,
+        tls: None,
+        statics: HashMap::new(),
+        allowed_activators: vec![format!("http://{admin}")],
+        kube_api: Some(api.server.url("")),
+        use_kube: true,
+        scrape_via: Some(ScrapeVia::Direct),
+        max_page_bytes: 1 << 20,
+        max_concurrent_scrapes: 8,
+        idle_stop: Duration::from_secs(600),
+        staleness: Duration::from_secs(300),
+    })
+    .await
+    .unwrap();
+    let grpc = scaler.grpc_addr().unwrap();
+    tokio::spawn(scaler.run(std::future::pending()));
+    let mut c = ExternalScalerClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
+    let so = ScaledObjectRef {
+        name: "chat".into(),
+        namespace: "llm".into(),
+        scaler_metadata: [
+            ("threshold", "4".to_owned()),
+            ("scrapeIntervalSeconds", "0.2".to_owned()),
+            ("activatorUrl", format!("http://{admin}")),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect(),
+    };
+    // Idle at zero: not active, no demand.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !matches!(c.is_active(so.clone()).await, Ok(r) if !r.get_ref().result) {
+        assert!(Instant::now() < deadline, "never idle");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert!(!first.result);
+
+    // A client calls the model: the activator holds it; KEDA hears at once.
+    let sent = Instant::now();
+    let request = tokio::spawn(
+        reqwest::Client::new()
+            .post(format!("http://{proxy}/v1/completions"))
+            .body(r#"{"prompt":"hello"}"#)
+            .send(),
+    );
+    let woke = tokio::time::timeout(Duration::from_secs(5), stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let took = sent.elapsed();
+    assert!(woke.result);
+    assert!(took < Duration::from_millis(100), "woke after {took:?}");
+    eprintln!("a held request reached StreamIsActive in {took:?}");
+    let m = c
+        .get_metrics(GetMetricsRequest {
+            scaled_object_ref: Some(so.clone()),
+            metric_name: "infscale-queue-chat".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(m.metric_values[0].metric_value_float, 1.0);
+    assert!(
+        !request.is_finished(),
+        "the request is still held, waiting for a replica"
+    );
+    request.abort();
+    drop(api);
+}
