@@ -4,7 +4,9 @@
 //! Readiness and the queue are judged under one lock, so a request that finds the route not
 //! ready is queued before any release can run, and a release drains the queue in arrival order.
 //! A held request that is dropped (its client went away, or it timed out) leaves the queue and
-//! the counts at once. Every change bumps a shared version, which `/queue/watch` streams.
+//! the counts at once. Every change of a held count or of readiness bumps a shared version,
+//! which `/queue/watch` streams; requests forwarded to a ready upstream do not, so the hot path
+//! takes one short lock and no notification.
 
 use super::routes::Route;
 use crate::counts::HostCounts;
@@ -103,13 +105,9 @@ impl RouteState {
     pub fn admit(self: &Arc<Self>) -> Admission {
         let mut q = self.lock();
         if q.ready {
-            drop(q);
-            self.changed();
             return Admission::Forward;
         }
         if q.waiters.len() >= self.route.max_held {
-            drop(q);
-            self.changed();
             return Admission::Full;
         }
         let (tx, rx) = oneshot::channel();
@@ -163,10 +161,10 @@ impl RouteState {
         self.lock().waiters.len()
     }
 
-    /// Marks a request forwarded until the returned guard drops.
+    /// Marks a request forwarded until the returned guard drops. (Forwarding is not pushed on
+    /// the watch stream: only held counts and readiness wake the scaler; `/queue` reads it.)
     pub fn forwarding(self: &Arc<Self>) -> Forwarding {
         self.forwarding.fetch_add(1, Ordering::Relaxed);
-        self.changed();
         Forwarding(self.clone())
     }
 
@@ -187,7 +185,6 @@ pub struct Forwarding(Arc<RouteState>);
 impl Drop for Forwarding {
     fn drop(&mut self) {
         self.0.forwarding.fetch_sub(1, Ordering::Relaxed);
-        self.0.changed();
     }
 }
 

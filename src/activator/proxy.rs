@@ -31,6 +31,8 @@ const RETRY_AFTER_REFUSED: Duration = Duration::from_millis(250);
 
 pub struct Proxy {
     pub routes: Vec<Arc<RouteState>>,
+    /// Each route's counters, in the order of `routes`.
+    pub route_telemetry: Vec<super::telemetry::RouteTelemetry>,
     pub client: Client<HttpConnector, Full<Bytes>>,
     pub max_body: usize,
     pub telemetry: Arc<Telemetry>,
@@ -113,17 +115,15 @@ impl Body for Counted {
 }
 
 impl Proxy {
-    fn route(&self, req: &Request<Incoming>) -> Option<Arc<RouteState>> {
+    /// The index of the first route that matches the request's host and path.
+    fn route(&self, req: &Request<Incoming>) -> Option<usize> {
         let host = req
             .headers()
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .or_else(|| req.uri().host());
         let path = req.uri().path();
-        self.routes
-            .iter()
-            .find(|r| r.route.matches(host, path))
-            .cloned()
+        self.routes.iter().position(|r| r.route.matches(host, path))
     }
 
     /// Handles one client request.
@@ -132,7 +132,7 @@ impl Proxy {
         req: Request<Incoming>,
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
-        let Some(state) = self.route(&req) else {
+        let Some(index) = self.route(&req) else {
             self.telemetry.reject("none", "no_route");
             return answer(
                 StatusCode::NOT_FOUND,
@@ -140,6 +140,8 @@ impl Proxy {
                 None,
             );
         };
+        let state = self.routes[index].clone();
+        let counters = &self.route_telemetry[index];
         let host = state.route.counts_host.clone();
         let too_large = req
             .headers()
@@ -201,7 +203,7 @@ impl Proxy {
                             Err(_) => continue,
                         },
                         _ = tokio::time::sleep_until(deadline.into()) => {
-                            self.telemetry.timed_out.get_or_create(&Telemetry::route(&host)).inc();
+                            counters.timed_out.inc();
                             let timeout = state.route.hold_timeout.as_secs().max(1);
                             return answer(StatusCode::GATEWAY_TIMEOUT, "no replica became ready within the hold timeout", Some(timeout));
                         }
@@ -210,13 +212,11 @@ impl Proxy {
                 Admission::Forward => {}
             }
             let held_for = arrived.elapsed();
-            match self.forward(&state, &parts, body.clone(), peer).await {
+            // Boxed: a held request should not carry the forwarding state machine around.
+            match Box::pin(self.forward(&state, &parts, body.clone(), peer)).await {
                 Ok(mut response) => {
                     if let Some(n) = ordinal {
-                        self.telemetry
-                            .held_seconds
-                            .get_or_create(&Telemetry::route(&host))
-                            .observe(held_for.as_secs_f64());
+                        counters.held_seconds.observe(held_for.as_secs_f64());
                         let h = response.headers_mut();
                         h.insert(
                             "x-infscale-held-ms",
@@ -261,10 +261,11 @@ impl Proxy {
         body: Bytes,
         peer: SocketAddr,
     ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
-        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri: http::Uri = format!("{}{path}", state.route.upstream)
-            .parse()
-            .unwrap_or_else(|_| http::Uri::from_static("/"));
+        let mut uri = http::uri::Parts::default();
+        uri.scheme = Some(http::uri::Scheme::HTTP);
+        uri.authority = state.route.upstream_authority.parse().ok();
+        uri.path_and_query = parts.uri.path_and_query().cloned();
+        let uri = http::Uri::from_parts(uri).unwrap_or_else(|_| http::Uri::from_static("/"));
         let mut headers = parts.headers.clone();
         strip_hop_by_hop(&mut headers);
         let original_host = headers.remove(header::HOST);

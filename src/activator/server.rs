@@ -125,6 +125,10 @@ impl Bound {
             .pool_max_idle_per_host(1024)
             .build(http_connector());
         let proxy = Arc::new(Proxy {
+            route_telemetry: routes
+                .iter()
+                .map(|r| telemetry.for_route(&r.route.counts_host))
+                .collect(),
             routes: routes.clone(),
             client,
             max_body: config.max_body,

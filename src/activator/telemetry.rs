@@ -18,6 +18,15 @@ fn hold_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 20))
 }
 
+/// A route's counters, ready to use.
+#[derive(Clone)]
+pub struct RouteTelemetry {
+    pub forwarded: Counter,
+    pub timed_out: Counter,
+    pub upstream_errors: Counter,
+    pub held_seconds: Histogram,
+}
+
 pub struct Telemetry {
     registry: Registry,
     held: Family<Labels, Gauge>,
@@ -88,6 +97,17 @@ impl Telemetry {
 
     pub fn route(host: &str) -> Labels {
         vec![("route".to_owned(), host.to_owned())]
+    }
+
+    /// One route's series, looked up once so requests touch only atomics.
+    pub fn for_route(&self, host: &str) -> RouteTelemetry {
+        let l = Self::route(host);
+        RouteTelemetry {
+            forwarded: self.forwarded.get_or_create(&l).clone(),
+            timed_out: self.timed_out.get_or_create(&l).clone(),
+            upstream_errors: self.upstream_errors.get_or_create(&l).clone(),
+            held_seconds: self.held_seconds.get_or_create(&l).clone(),
+        }
     }
 
     pub fn reject(&self, host: &str, reason: &str) {
