@@ -5,29 +5,13 @@
 //! again with glibc's `MALLOC_MMAP_THRESHOLD_=8192`. Run with `cargo bench --bench activator`
 //! (or `scripts/bench-activator.sh`, which adds nginx as the anchor).
 
+mod common;
+use common::{free_port, rss_mb};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 
 const HELD: usize = 10_000;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
 
 async fn held(admin: u16) -> u64 {
     let Ok(r) = reqwest::get(format!("http://127.0.0.1:{admin}/queue")).await else {

@@ -7,6 +7,8 @@
 //!
 //! Run with `cargo bench --bench serve` (or `scripts/bench-serve.sh`).
 
+mod common;
+use common::{free_port, rss_mb};
 use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
 use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use std::process::{Child, Command, Stdio};
@@ -30,14 +32,6 @@ async fn stand_in_pods(page: &'static [u8]) -> Vec<String> {
     urls
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// utime + stime of a process, seconds.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -51,16 +45,6 @@ fn cpu_seconds(pid: u32) -> f64 {
     };
     // Fields after the command: state is 0, utime is 11, stime is 12.
     (ticks(11) + ticks(12)) / 100.0
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 fn object(name: &str, interval: &str) -> ScaledObjectRef {

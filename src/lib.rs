@@ -16,6 +16,7 @@
 pub mod activator;
 pub mod cli;
 pub mod counts;
+pub mod kubeapi;
 pub mod metrics;
 pub mod scaler;
 pub mod scaling;

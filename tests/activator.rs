@@ -71,15 +71,11 @@ struct Running {
 
 async fn activator(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> Running {
     let route = RouteSpec {
-        host: None,
-        path_prefix: None,
-        upstream: format!("http://{upstream}"),
-        service: None,
-        namespace: None,
         health_path: Some("/health".into()),
         max_held,
         hold_timeout_seconds: hold_timeout,
         counts_host: Some("chat".into()),
+        ..RouteSpec::to_upstream(&format!("http://{upstream}"))
     }
     .check(0, "default")
     .unwrap();

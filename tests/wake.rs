@@ -21,15 +21,11 @@ async fn a_held_request_wakes_the_deployment() {
     let upstream = format!("http://{}", nothing.local_addr().unwrap());
     drop(nothing);
     let route = RouteSpec {
-        host: None,
-        path_prefix: None,
-        upstream,
-        service: None,
-        namespace: None,
         health_path: Some("/health".into()),
         max_held: 100,
         hold_timeout_seconds: 30.0,
         counts_host: Some("chat".into()),
+        ..RouteSpec::to_upstream(&upstream)
     }
     .check(0, "llm")
     .unwrap();

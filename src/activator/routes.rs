@@ -87,6 +87,22 @@ pub struct RouteError {
 }
 
 impl RouteSpec {
+    /// A route to `upstream` for any host and path, with the default bounds; readiness still to
+    /// be said (`service` or `health_path`).
+    pub fn to_upstream(upstream: &str) -> RouteSpec {
+        RouteSpec {
+            host: None,
+            path_prefix: None,
+            upstream: upstream.to_owned(),
+            service: None,
+            namespace: None,
+            health_path: None,
+            max_held: default_max_held(),
+            hold_timeout_seconds: default_hold_timeout(),
+            counts_host: None,
+        }
+    }
+
     /// Checks the route; `default_namespace` is the activator's own.
     pub fn check(&self, index: usize, default_namespace: &str) -> Result<Route, RouteError> {
         let bad = |field, message: String| RouteError {
@@ -222,15 +238,8 @@ mod tests {
 
     fn spec(upstream: &str) -> RouteSpec {
         RouteSpec {
-            host: None,
-            path_prefix: None,
-            upstream: upstream.into(),
-            service: None,
-            namespace: None,
             health_path: Some("/health".into()),
-            max_held: 10,
-            hold_timeout_seconds: 5.0,
-            counts_host: None,
+            ..RouteSpec::to_upstream(upstream)
         }
     }
 

@@ -74,18 +74,6 @@ fn http_connector() -> HttpConnector {
     c
 }
 
-async fn kube_client(config: &Config) -> anyhow::Result<kube::Client> {
-    match &config.kube_api {
-        Some(url) => {
-            let uri: http::Uri = url.parse().with_context(|| format!("--kube-api {url:?}"))?;
-            Ok(kube::Client::try_from(kube::Config::new(uri))?)
-        }
-        None => kube::Client::try_default().await.context(
-            "routes watch EndpointSlices but there is no Kubernetes API (give healthPath instead)",
-        ),
-    }
-}
-
 impl Bound {
     /// Serves until `shutdown` resolves.
     pub async fn run(
@@ -107,7 +95,11 @@ impl Bound {
             )
         });
         let kube = if needs_kube {
-            Some(kube_client(&config).await?)
+            Some(
+                crate::kubeapi::connect(config.kube_api.as_deref())
+                    .await
+                    .context("routes watch EndpointSlices (give healthPath to probe instead)")?,
+            )
         } else {
             None
         };

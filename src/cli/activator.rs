@@ -77,15 +77,12 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
         }
         (None, Some(upstream)) => {
             let spec = RouteSpec {
-                host: None,
-                path_prefix: None,
-                upstream: upstream.clone(),
                 service: args.service.clone(),
-                namespace: None,
                 health_path: args.health_path.clone(),
                 max_held: args.max_held,
                 hold_timeout_seconds: args.hold_timeout,
                 counts_host: args.host.clone(),
+                ..RouteSpec::to_upstream(upstream)
             };
             vec![spec
                 .check(0, &namespace)

@@ -65,18 +65,6 @@ pub struct Args {
     pub now: Option<f64>,
 }
 
-async fn client(api: &Option<String>) -> anyhow::Result<kube::Client> {
-    match api {
-        Some(url) => {
-            let uri: http::Uri = url.parse().with_context(|| format!("--kube-api {url:?}"))?;
-            Ok(kube::Client::try_from(kube::Config::new(uri))?)
-        }
-        None => kube::Client::try_default()
-            .await
-            .context("no Kubernetes API: no kubeconfig and not in a cluster"),
-    }
-}
-
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
     if !(args.held.is_finite() && args.held >= 0.0) {
@@ -89,7 +77,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let now = args.now.unwrap_or_else(unix_now);
-    let client = client(&args.kube_api).await?;
+    let client = crate::kubeapi::connect(args.kube_api.as_deref()).await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &args.namespace);
     let d = deployments
         .get(&args.deployment)

@@ -72,19 +72,10 @@ async fn kube_client(config: &Config) -> Option<kube::Client> {
     if !config.use_kube {
         return None;
     }
-    let made = match &config.kube_api {
-        Some(url) => url
-            .parse::<http::Uri>()
-            .map_err(|e| e.to_string())
-            .and_then(|uri| {
-                kube::Client::try_from(kube::Config::new(uri)).map_err(|e| e.to_string())
-            }),
-        None => kube::Client::try_default().await.map_err(|e| e.to_string()),
-    };
-    match made {
+    match crate::kubeapi::connect(config.kube_api.as_deref()).await {
         Ok(client) => Some(client),
         Err(e) => {
-            tracing::warn!(error = %e, "no Kubernetes API: only --static-target targets can be served");
+            tracing::warn!(error = %format!("{e:#}"), "only --static-target targets can be served");
             None
         }
     }
