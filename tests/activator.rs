@@ -103,14 +103,19 @@ async fn activator(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> 
     }
 }
 
-async fn held(admin: SocketAddr) -> u64 {
+/// The `chat` route's counts from the admin `/queue` endpoint.
+async fn chat_counts(admin: SocketAddr) -> serde_json::Value {
     let v: serde_json::Value = reqwest::get(format!("http://{admin}/queue"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    v["chat"]["Held"].as_u64().unwrap_or(0)
+    v["chat"].clone()
+}
+
+async fn held(admin: SocketAddr) -> u64 {
+    chat_counts(admin).await["Held"].as_u64().unwrap_or(0)
 }
 
 async fn wait_held(admin: SocketAddr, n: u64) {
@@ -161,14 +166,9 @@ async fn two_hundred_held_requests_are_released_in_arrival_order() {
         // Send the next only once this one is held, so arrival order is the loop's order.
         wait_held(a.admin, i + 1).await;
     }
-    let counts: serde_json::Value = reqwest::get(format!("http://{}/queue", a.admin))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(counts["chat"]["Held"], 200);
-    assert_eq!(counts["chat"]["Concurrency"], 200);
+    let counts = chat_counts(a.admin).await;
+    assert_eq!(counts["Held"], 200);
+    assert_eq!(counts["Concurrency"], 200);
     ready.store(true, Ordering::SeqCst);
     for t in tasks {
         let (i, status, released, held_ms, body) = t.await.unwrap();
@@ -246,13 +246,8 @@ async fn a_client_that_leaves_leaves_the_queue_at_once() {
         "left after {:?}",
         gone.elapsed()
     );
-    let counts: serde_json::Value = reqwest::get(format!("http://{}/queue", a.admin))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(counts["chat"]["Concurrency"], 0);
+    let counts = chat_counts(a.admin).await;
+    assert_eq!(counts["Concurrency"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
