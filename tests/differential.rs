@@ -146,7 +146,11 @@ struct Family {
 }
 
 fn family() -> impl Strategy<Value = Family> {
-    let labels = prop::collection::btree_map("[a-z][a-z0-9_]{0,6}", label_value(), 0..4)
+    // `le` and `quantile` are reserved for histogram and summary samples, which these
+    // gauge/counter/untyped families are not.
+    let label_name =
+        "[a-z][a-z0-9_]{0,6}".prop_filter("reserved label", |k| k != "le" && k != "quantile");
+    let labels = prop::collection::btree_map(label_name, label_value(), 0..4)
         .prop_map(|m| m.into_iter().collect::<Vec<_>>());
     (
         name(),
