@@ -268,17 +268,7 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
             done(0, None, Why::Idle, lines)
         }
         keda::Poll::ToZero { idle_s } => {
-            lines.push(match idle_s {
-                Some(idle) => format!(
-                    "idle for {} s, at least the {} s cooldown: KEDA scales to zero",
-                    fmt(idle),
-                    fmt(policy.cooldown_s)
-                ),
-                None => format!(
-                    "never active, past the {} s cooldown: KEDA scales to zero",
-                    fmt(policy.cooldown_s)
-                ),
-            });
+            lines.push(keda::to_zero_line(idle_s, policy.cooldown_s));
             done(0, None, Why::IdleToZero, lines)
         }
         keda::Poll::Keep { idle_s } => {

@@ -22,7 +22,7 @@ pub fn note_activity(last_active: &mut Option<f64>, active: bool, now: f64) -> O
 }
 
 /// Whether KEDA takes the last replica away now: inactive for at least the cooldown.
-pub fn cooldown_elapsed(idle_s: Option<f64>, cooldown_s: f64) -> bool {
+fn cooldown_elapsed(idle_s: Option<f64>, cooldown_s: f64) -> bool {
     idle_s.is_none_or(|idle| idle >= cooldown_s)
 }
 
@@ -58,6 +58,22 @@ pub fn poll(
         return Poll::ToZero { idle_s };
     }
     Poll::Keep { idle_s }
+}
+
+/// Why KEDA takes the last replica away, for a decision's reasons.
+pub fn to_zero_line(idle_s: Option<f64>, cooldown_s: f64) -> String {
+    use super::demand::fmt;
+    match idle_s {
+        Some(idle) => format!(
+            "idle for {} s, at least the {} s cooldown: KEDA scales to zero",
+            fmt(idle),
+            fmt(cooldown_s)
+        ),
+        None => format!(
+            "never active, past the {} s cooldown: KEDA scales to zero",
+            fmt(cooldown_s)
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -157,6 +157,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         previous: HashMap::new(),
         cpu_request_cores: hw.gpu.cpu_request_cores,
     };
+    let mut last_scrape: Vec<Replica> = Vec::new();
+    let mut evaluated_held = 0;
     let mut latest: Option<(Option<f64>, bool)> = None;
     let mut timeline = Vec::new();
     let mut series = Vec::new();
@@ -213,60 +215,34 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                 }
             }
             Mode::Keda => {
-                if tick % scrape_every == 0 {
-                    let replicas = collector.scrape(&cluster, now);
-                    let obs = observation(&cluster, &replicas, now);
-                    let eval = evaluate(policy, &obs, &mut state);
-                    latest = Some((eval.value, eval.active));
+                // `serve` evaluates after every scrape, and again on the last scrape whenever the
+                // activator's held count changes (its `/queue/watch` stream).
+                let scraped = tick % scrape_every == 0;
+                if scraped {
+                    last_scrape = collector.scrape(&cluster, now);
                 }
-                if settings.trigger == Trigger::ExternalPush
-                    && cluster.current() == 0
-                    && !cluster.held.is_empty()
-                {
-                    keda::note_activity(&mut state.last_active, true, now);
-                    let line = format!(
-                        "{} request(s) held: StreamIsActive pushes true, KEDA activates",
-                        cluster.held.len()
-                    );
-                    apply(
-                        &mut cluster,
-                        policy.min.max(1),
-                        now,
-                        "push",
-                        "activate",
-                        vec![line],
-                    );
+                let held = cluster.held.len();
+                if scraped || (latest.is_some() && held != evaluated_held) {
+                    let obs = observation(&cluster, &last_scrape, now);
+                    let eval = evaluate(policy, &obs, &mut state);
+                    let was_active = latest.is_some_and(|l| l.1);
+                    latest = Some((eval.value, eval.active));
+                    evaluated_held = held;
+                    // StreamIsActive sends a change of the answer; KEDA acts on `true` at once.
+                    if settings.trigger == Trigger::ExternalPush && eval.active && !was_active {
+                        if let Some((to, why, line)) =
+                            keda_pass(policy, &cluster, &mut state, true, now)
+                        {
+                            apply(&mut cluster, to, now, "push", why, vec![line]);
+                        }
+                    }
                 }
                 if tick % poll_every == 0 {
                     let active = latest.is_some_and(|l| l.1);
-                    let current = cluster.current();
-                    match keda::poll(
-                        policy.min,
-                        policy.cooldown_s,
-                        current,
-                        active,
-                        &mut state.last_active,
-                        now,
-                    ) {
-                        keda::Poll::Activate { to } => {
-                            apply(
-                                &mut cluster,
-                                to,
-                                now,
-                                "keda",
-                                "activate",
-                                vec!["IsActive true at zero: KEDA activates".to_owned()],
-                            );
-                        }
-                        keda::Poll::ToZero { idle_s } => {
-                            let line = format!(
-                                "inactive for {} s, past the {} s cooldown: KEDA scales to zero",
-                                idle_s.map_or("ever".to_owned(), |s| format!("{s:.0}")),
-                                policy.cooldown_s
-                            );
-                            apply(&mut cluster, 0, now, "keda", "idle-to-zero", vec![line]);
-                        }
-                        keda::Poll::Keep { .. } => {}
+                    if let Some((to, why, line)) =
+                        keda_pass(policy, &cluster, &mut state, active, now)
+                    {
+                        apply(&mut cluster, to, now, "keda", why, vec![line]);
                     }
                 }
                 if tick % hpa_every == 0 && cluster.current() > 0 {
@@ -302,6 +278,40 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         peak: cluster.peak,
         timeline,
         series,
+    }
+}
+
+/// One pass of KEDA's operator (`keda::poll`), polled or pushed: the count it sets, and why.
+fn keda_pass(
+    policy: &Policy,
+    cluster: &Cluster,
+    state: &mut ScalerState,
+    active: bool,
+    now: f64,
+) -> Option<(u32, &'static str, String)> {
+    let current = cluster.current();
+    match keda::poll(
+        policy.min,
+        policy.cooldown_s,
+        current,
+        active,
+        &mut state.last_active,
+        now,
+    ) {
+        keda::Poll::Activate { to } => Some((
+            to,
+            "activate",
+            format!(
+                "IsActive true at zero ({} request(s) held): KEDA activates",
+                cluster.held.len()
+            ),
+        )),
+        keda::Poll::ToZero { idle_s } => Some((
+            0,
+            "idle-to-zero",
+            keda::to_zero_line(idle_s, policy.cooldown_s),
+        )),
+        keda::Poll::Keep { .. } => None,
     }
 }
 
