@@ -32,6 +32,31 @@ pub enum SourceError {
     TooLarge { source_name: String, limit: usize },
 }
 
+/// A body read whole, or `Ok(None)` once it is known to pass `max` bytes (from its length, or
+/// as soon as the bytes read do): the rest is never read. Every HTTP read in infscale goes
+/// through this.
+pub async fn read_capped<B: hyper::body::Body>(
+    body: B,
+    max: usize,
+) -> Result<Option<Vec<u8>>, B::Error> {
+    use bytes::{Buf, BufMut};
+    use http_body_util::BodyExt;
+    if body.size_hint().lower() > max as u64 {
+        return Ok(None);
+    }
+    let mut body = std::pin::pin!(body);
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if out.len() + data.remaining() > max {
+                return Ok(None);
+            }
+            out.put(data);
+        }
+    }
+    Ok(Some(out))
+}
+
 /// Reads pages, sharing one HTTP client (and its connection pool) across fetches.
 #[derive(Debug, Clone)]
 pub struct Reader {
@@ -83,21 +108,21 @@ impl Reader {
             source_name: url.to_owned(),
             error,
         };
-        let mut response = self.client.get(url).send().await.map_err(http_error)?;
+        let response = self.client.get(url).send().await.map_err(http_error)?;
         if !response.status().is_success() {
             return Err(SourceError::Status {
                 source_name: url.to_owned(),
                 status: response.status().as_u16(),
             });
         }
-        let mut page = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(http_error)? {
-            page.extend_from_slice(&chunk);
-            if page.len() > self.max_bytes {
-                break;
-            }
-        }
-        self.check_size(url, page)
+        let body = http::Response::from(response).into_body();
+        read_capped(body, self.max_bytes)
+            .await
+            .map_err(http_error)?
+            .ok_or_else(|| SourceError::TooLarge {
+                source_name: url.to_owned(),
+                limit: self.max_bytes,
+            })
     }
 
     fn check_size(&self, source: &str, page: Vec<u8>) -> Result<Vec<u8>, SourceError> {

@@ -2,10 +2,10 @@
 
 use super::policy_args::PolicyArgs;
 use super::read::{read_all, SourceArgs};
-use super::state_file::{load_state, save_state, unix_now};
+use super::state_file::{held_flag, load_state, save_state, unix_now};
 use super::table;
 use crate::metrics::Replica;
-use crate::scaling::{decide, Observation, ScalerState};
+use crate::scaling::{decide, Decision, Observation, Policy};
 use anyhow::bail;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,17 +41,12 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
-    if !(args.held.is_finite() && args.held >= 0.0) {
-        bail!("--held {}: expected a number of requests >= 0", args.held);
-    }
+    let held = held_flag(args.held)?;
     let now = args.now.unwrap_or_else(unix_now);
     if !now.is_finite() {
         bail!("--now {now}: expected a number of seconds");
     }
-    let mut state = match &args.state {
-        Some(path) => load_state(path)?,
-        None => ScalerState::default(),
-    };
+    let mut state = load_state(args.state.as_deref())?;
     let counters = args.state.as_ref().map(|_| &mut state.counters);
     let reads = read_all(&args.sources, &args.read, counters, now).await?;
     let mut replicas: Vec<Replica> = Vec::new();
@@ -75,12 +70,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         status: args.status,
         replicas: &replicas,
         missing,
-        held: args.held,
+        held,
     };
     let decision = decide(&policy, &observation, &mut state);
-    if let Some(path) = &args.state {
-        save_state(path, &state)?;
-    }
+    save_state(args.state.as_deref(), &state)?;
     if args.json {
         let json = serde_json::json!({
             "policy": format!("{}:{}", policy.metric, policy.target),
@@ -98,9 +91,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !reads.is_empty() {
         print!("{}", table::render(&reads));
     }
-    println!("{}", decision.headline(&policy));
+    print(&decision, &policy);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The decision's headline and reasons, as `decide` and `kube` print them.
+pub(super) fn print(decision: &Decision, policy: &Policy) {
+    println!("{}", decision.headline(policy));
     for line in &decision.lines {
         println!("  {line}");
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -5,12 +5,12 @@
 
 use super::policy_args::PolicyArgs;
 use super::read::Read;
-use super::state_file::{load_state, save_state, unix_now};
+use super::state_file::{held_flag, load_state, save_state, unix_now};
 use super::table;
 use crate::metrics::{read_page, Replica, ServerChoice};
 use crate::scaler::discovery::{label_selector, EndpointShape, ScrapeVia};
 use crate::scaler::scrape::Scraper;
-use crate::scaling::{decide, Observation, ScalerState};
+use crate::scaling::{decide, Observation};
 use anyhow::{bail, Context};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -55,8 +55,8 @@ pub struct Args {
     pub kube_api: Option<String>,
     /// How to reach pod pages: proxy (through the API server) or direct (pod IPs, in a
     /// cluster) [default: direct in a cluster, proxy outside].
-    #[arg(long, value_parser = ["direct", "proxy"])]
-    pub scrape_via: Option<String>,
+    #[arg(long, value_enum)]
+    pub scrape_via: Option<ScrapeVia>,
     /// Seconds allowed for each scrape.
     #[arg(long, default_value_t = 5.0)]
     pub timeout: f64,
@@ -67,9 +67,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
-    if !(args.held.is_finite() && args.held >= 0.0) {
-        bail!("--held {}: expected a number of requests >= 0", args.held);
-    }
+    let held = held_flag(args.held)?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         bail!(
             "--timeout {}: expected a positive number of seconds",
@@ -93,12 +91,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("deployment {}: its selector is empty", args.deployment))?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &args.namespace);
     let list = pods.list(&ListParams::default().labels(&selector)).await?;
-    let via = match args.scrape_via.as_deref() {
-        Some("direct") => ScrapeVia::Direct,
-        Some(_) => ScrapeVia::Proxy,
-        None if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => ScrapeVia::Direct,
-        None => ScrapeVia::Proxy,
-    };
+    let via = args.scrape_via.unwrap_or_else(ScrapeVia::here);
     let shape = EndpointShape {
         namespace: args.namespace.clone(),
         port: args.metrics_port,
@@ -112,14 +105,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_bytes: crate::source::DEFAULT_MAX_BYTES,
         permits: Arc::new(tokio::sync::Semaphore::new(32)),
     };
-    let mut state = match &args.state {
-        Some(path) => load_state(path)?,
-        None => ScalerState::default(),
-    };
+    let mut state = load_state(args.state.as_deref())?;
     let timeout = Duration::from_secs_f64(args.timeout);
+    let endpoints: Vec<_> = list
+        .items
+        .iter()
+        .filter_map(|p| shape.endpoint(p))
+        .collect();
+    let pages = scraper.scrape_each(&endpoints, timeout).await;
     let mut reads = Vec::new();
-    for pod in list.items.iter().filter_map(|p| shape.endpoint(p)) {
-        let read = match scraper.scrape(&pod, timeout).await {
+    for (pod, (page, _took)) in endpoints.iter().zip(pages) {
+        let read = match page {
             Err(e) => Read {
                 source: pod.name.clone(),
                 replica: Err(e.to_string()),
@@ -128,18 +124,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(page) => {
                 let page = read_page(&page, args.server);
                 let replica = page.signals.map_err(|e| e.to_string()).map(|signals| {
-                    let mut previous = state.counters.get(&pod.name).cloned();
-                    let r = Replica::from_scrape(
+                    Replica::from_scrape(
                         &pod.name,
                         signals,
-                        &mut previous,
+                        &mut state.counters,
                         now,
                         pod.cpu_request_cores,
-                    );
-                    if let Some(snapshot) = previous {
-                        state.counters.insert(pod.name.clone(), snapshot);
-                    }
-                    r
+                    )
                 });
                 Read {
                     source: pod.name.clone(),
@@ -176,16 +167,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         status,
         replicas: &replicas,
         missing,
-        held: args.held,
+        held,
     };
     let decision = decide(&policy, &obs, &mut state);
-    if let Some(path) = &args.state {
-        save_state(path, &state)?;
-    }
-    println!("{}", decision.headline(&policy));
-    for line in &decision.lines {
-        println!("  {line}");
-    }
+    save_state(args.state.as_deref(), &state)?;
+    super::decide::print(&decision, &policy);
     if args.apply && decision.desired != current {
         let patch = serde_json::json!({ "spec": { "replicas": decision.desired } });
         deployments

@@ -120,7 +120,7 @@ pub async fn read_all(
     }
 
     let mut reads = Vec::with_capacity(sources.len());
-    for (source, mut before) in sources.iter().zip(earlier) {
+    for (source, before) in sources.iter().zip(earlier) {
         let page = match reader.read(source).await {
             Ok(page) => page,
             Err(e) if Reader::is_url(source) => {
@@ -135,10 +135,13 @@ pub async fn read_all(
         };
         let read = read_page(&page, args.server);
         let replica = read.signals.map_err(|e| e.to_string()).map(|signals| {
+            // Positional, not by name: the same source may stand for two replicas.
+            let mut last: BTreeMap<String, Snapshot> =
+                before.map(|s| (source.clone(), s)).into_iter().collect();
             let replica =
-                Replica::from_scrape(source.clone(), signals, &mut before, now, args.cpu_request);
-            if let (Some(map), Some(snapshot)) = (counters.as_deref_mut(), before) {
-                map.insert(source.clone(), snapshot);
+                Replica::from_scrape(source.clone(), signals, &mut last, now, args.cpu_request);
+            if let Some(map) = counters.as_deref_mut() {
+                map.extend(last);
             }
             replica
         });

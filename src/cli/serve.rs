@@ -42,8 +42,8 @@ pub struct Args {
     pub no_kube: bool,
     /// How to reach pod pages: direct (pod IP) or proxy (the API server's pod proxy, for use out
     /// of a cluster) [default: direct in a cluster, proxy outside].
-    #[arg(long, value_parser = ["direct", "proxy"])]
-    pub scrape_via: Option<String>,
+    #[arg(long, value_enum)]
+    pub scrape_via: Option<ScrapeVia>,
     /// The largest page read from a pod, bytes.
     #[arg(long, default_value_t = crate::source::DEFAULT_MAX_BYTES)]
     pub max_page_bytes: usize,
@@ -137,13 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         allowed_activators: args.allow_activator,
         kube_api: args.kube_api,
         use_kube: !args.no_kube,
-        scrape_via: args.scrape_via.map(|v| {
-            if v == "proxy" {
-                ScrapeVia::Proxy
-            } else {
-                ScrapeVia::Direct
-            }
-        }),
+        scrape_via: args.scrape_via,
         max_page_bytes: args.max_page_bytes,
         max_concurrent_scrapes: args.max_concurrent_scrapes,
         idle_stop: seconds("--idle-stop-seconds", args.idle_stop_seconds)?,

@@ -5,8 +5,11 @@ use crate::scaling::ScalerState;
 use anyhow::Context;
 use std::path::Path;
 
-/// The state in `path`, or a fresh one when the file does not exist yet.
-pub fn load_state(path: &Path) -> anyhow::Result<ScalerState> {
+/// The state in `path`, or a fresh one without a file or when it does not exist yet.
+pub fn load_state(path: Option<&Path>) -> anyhow::Result<ScalerState> {
+    let Some(path) = path else {
+        return Ok(ScalerState::default());
+    };
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .with_context(|| format!("{}: not a state file written by infscale", path.display())),
@@ -15,13 +18,25 @@ pub fn load_state(path: &Path) -> anyhow::Result<ScalerState> {
     }
 }
 
-/// Writes the state (to a temporary file first, then renamed over the old one).
-pub fn save_state(path: &Path, state: &ScalerState) -> anyhow::Result<()> {
+/// Writes the state, if there is a file for it (to a temporary file first, then renamed over
+/// the old one).
+pub fn save_state(path: Option<&Path>, state: &ScalerState) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
     let tmp = path.with_extension("tmp");
     let json = serde_json::to_vec_pretty(state)?;
     std::fs::write(&tmp, json).with_context(|| format!("{}: cannot write", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))?;
     Ok(())
+}
+
+/// The `--held` flag of `decide` and `kube`, checked.
+pub fn held_flag(held: f64) -> anyhow::Result<f64> {
+    if !(held.is_finite() && held >= 0.0) {
+        anyhow::bail!("--held {held}: expected a number of requests >= 0");
+    }
+    Ok(held)
 }
 
 /// Seconds since the Unix epoch: the clock `decide` and `kube` keep their state on.

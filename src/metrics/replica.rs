@@ -6,6 +6,7 @@
 use super::profile::Signals;
 use super::rates::{Rates, Snapshot};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The CPU request assumed when a pod's is unknown, in cores.
 pub const DEFAULT_CPU_REQUEST_CORES: f64 = 1.0;
@@ -32,24 +33,28 @@ impl Replica {
         }
     }
 
-    /// A replica from a scrape at `now`, with rates since `previous` (its last scrape, if any);
-    /// `previous` then holds this scrape, for the next.
+    /// A replica from a scrape at `now`, with rates since its last scrape: `counters` holds each
+    /// replica's last counters by name, and this scrape's replace them, for the next.
     pub fn from_scrape(
         name: impl Into<String>,
         signals: Signals,
-        previous: &mut Option<Snapshot>,
+        counters: &mut BTreeMap<String, Snapshot>,
         now: f64,
         cpu_request_cores: f64,
     ) -> Replica {
-        let rates = previous
-            .as_ref()
+        let name = name.into();
+        let rates = counters
+            .get(&name)
             .and_then(|p| Rates::between(&signals.counters, &p.counters, now - p.at));
-        *previous = Some(Snapshot {
-            at: now,
-            counters: signals.counters.clone(),
-        });
+        counters.insert(
+            name.clone(),
+            Snapshot {
+                at: now,
+                counters: signals.counters.clone(),
+            },
+        );
         Replica {
-            name: name.into(),
+            name,
             signals,
             rates,
             cpu_request_cores,

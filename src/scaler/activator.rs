@@ -8,6 +8,7 @@
 
 use super::metadata::ActivatorRef;
 use crate::counts::{HostCounts, QueueCounts};
+use crate::source::read_capped;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -100,12 +101,7 @@ async fn watch_events(
             if text.is_empty() {
                 if !data.is_empty() {
                     let counts = host_counts(&data, &activator.host)?;
-                    tx.send_if_modified(|c| {
-                        let new = Counts::Seen(counts);
-                        let changed = *c != new;
-                        *c = new;
-                        changed
-                    });
+                    publish(tx, Counts::Seen(counts));
                     data.clear();
                 }
             } else if let Some(payload) = text.strip_prefix(b"data:") {
@@ -121,17 +117,15 @@ async fn poll(http: &reqwest::Client, activator: &ActivatorRef, tx: &watch::Send
     let url = format!("{}/queue", activator.url);
     loop {
         let reading = async {
-            let mut response = http.get(&url).send().await.map_err(|e| e.to_string())?;
+            let response = http.get(&url).send().await.map_err(|e| e.to_string())?;
             if !response.status().is_success() {
                 return Err(format!("{url}: HTTP status {}", response.status()));
             }
-            let mut doc = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-                if doc.len() + chunk.len() > MAX_BYTES {
-                    return Err(format!("{url}: counts over {MAX_BYTES} bytes"));
-                }
-                doc.extend_from_slice(&chunk);
-            }
+            let body = http::Response::from(response).into_body();
+            let doc = read_capped(body, MAX_BYTES)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("{url}: counts over {MAX_BYTES} bytes"))?;
             host_counts(&doc, &activator.host)
         }
         .await;
@@ -139,14 +133,21 @@ async fn poll(http: &reqwest::Client, activator: &ActivatorRef, tx: &watch::Send
             Ok(c) => Counts::Seen(c),
             Err(e) => Counts::Failed(e),
         };
-        tx.send_if_modified(|c| {
-            let changed = *c != new;
-            *c = new.clone();
-            changed
-        });
+        publish(tx, new);
         if tx.is_closed() {
             return;
         }
         tokio::time::sleep(POLL_EVERY).await;
     }
+}
+
+/// Publishes counts, waking the collector only when they differ from the last.
+fn publish(tx: &watch::Sender<Counts>, new: Counts) {
+    tx.send_if_modified(|c| {
+        let changed = *c != new;
+        if changed {
+            *c = new;
+        }
+        changed
+    });
 }

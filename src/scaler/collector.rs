@@ -16,7 +16,7 @@ use super::telemetry::Telemetry;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::{read_page, Replica};
 use crate::scaling::{evaluate, Observation, ScalerState};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::watch;
@@ -32,18 +32,13 @@ pub enum Reading {
     Failed(String),
 }
 
-/// A finished evaluation.
-#[derive(Debug, Clone, PartialEq)]
+/// A finished evaluation: what KEDA is answered with (the reasons go to the debug log).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Report {
     /// The value for `GetMetrics`; `None` when no pod gave a sample for the metric.
     pub value: Option<f64>,
     /// The answer for `IsActive`.
     pub active: bool,
-    /// Ready pods, and how many of them could not be read.
-    pub pods: usize,
-    pub failed: usize,
-    pub held: f64,
-    pub lines: Vec<String>,
 }
 
 /// What every collector shares.
@@ -58,10 +53,17 @@ pub struct Shared {
 
 /// The last scrape of the pods, kept for re-evaluation when only the held count changes.
 struct Scraped {
+    /// The pods that were read; the others `failed`.
     replicas: Vec<Replica>,
-    pods: usize,
     failed: usize,
     first_error: Option<String>,
+}
+
+impl Scraped {
+    /// Ready pods, read or not.
+    fn pods(&self) -> usize {
+        self.replicas.len() + self.failed
+    }
 }
 
 /// Starts a target's collector; it publishes on `tx` until aborted.
@@ -86,8 +88,10 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     };
     let mut discovery: Option<Discovery> = None;
     let mut state = ScalerState::default();
-    let mut previous: HashMap<String, Option<Snapshot>> = HashMap::new();
     let mut last: Option<Scraped> = None;
+    // The held demand the last evaluation used: a change of the activator's counts that leaves
+    // it as it was (RequestCount grows with every request) evaluates nothing.
+    let mut evaluated_held: Option<Result<f64, String>> = None;
     let mut ticker = tokio::time::interval(spec.scrape_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -116,20 +120,24 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                     }
                     None => continue,
                 };
-                last = Some(scrape_all(&shared, &spec, &label, &pods, &mut previous).await);
+                last = Some(scrape_all(&shared, &spec, &label, &pods, &mut state.counters).await);
             }
             alive = counts_changed => {
                 if !alive {
                     counts = None;
                     continue;
                 }
-                if last.is_none() {
+                let unchanged = last.as_ref().is_some_and(|scraped| {
+                    evaluated_held.as_ref() == Some(&held_demand(counts.as_ref(), scraped.pods()))
+                });
+                if last.is_none() || unchanged {
                     continue;
                 }
             }
         }
         if let Some(scraped) = &last {
-            let held = counts.as_ref().map(|rx| rx.borrow().clone());
+            let held = held_demand(counts.as_ref(), scraped.pods());
+            evaluated_held = Some(held.clone());
             let reading = conclude(&shared, &spec, scraped, held, &mut state);
             publish(&tx, &shared, &label, reading);
         }
@@ -168,14 +176,9 @@ async fn scrape_all(
     spec: &TargetSpec,
     label: &str,
     pods: &[PodEndpoint],
-    previous: &mut HashMap<String, Option<Snapshot>>,
+    counters: &mut BTreeMap<String, Snapshot>,
 ) -> Scraped {
-    let pages = futures::future::join_all(pods.iter().map(|pod| async move {
-        let started = Instant::now();
-        let page = shared.scraper.scrape(pod, spec.scrape_timeout).await;
-        (page, started.elapsed())
-    }))
-    .await;
+    let pages = shared.scraper.scrape_each(pods, spec.scrape_timeout).await;
     let now = shared.epoch.elapsed().as_secs_f64();
     let labels = Telemetry::target(label);
     let mut replicas = Vec::with_capacity(pods.len());
@@ -196,11 +199,10 @@ async fn scrape_all(
             }
             Ok(bytes) => match read_page(&bytes, spec.server).signals {
                 Ok(signals) => {
-                    let prev = previous.entry(pod.name.clone()).or_default();
                     replicas.push(Replica::from_scrape(
                         pod.name.clone(),
                         signals,
-                        prev,
+                        counters,
                         now,
                         pod.cpu_request_cores,
                     ));
@@ -218,57 +220,62 @@ async fn scrape_all(
         failed += 1;
         first_error.get_or_insert(format!("{}: {error}", pod.name));
     }
-    previous.retain(|name, _| pods.iter().any(|p| &p.name == name));
+    counters.retain(|name, _| pods.iter().any(|p| &p.name == name));
     Scraped {
         replicas,
-        pods: pods.len(),
         failed,
         first_error,
     }
 }
 
-/// The reading for the latest scrape and held count.
+/// The held requests to count, from the activator's latest counts (none without an activator),
+/// or why there is no reading: at zero, the activator is the only source of demand.
+fn held_demand(counts: Option<&watch::Receiver<Counts>>, pods: usize) -> Result<f64, String> {
+    let Some(rx) = counts else { return Ok(0.0) };
+    match &*rx.borrow() {
+        Counts::Seen(c) => Ok(c.held_demand(pods) as f64),
+        Counts::Unknown if pods == 0 => {
+            Err("no ready pods, and the activator's counts are not read yet".into())
+        }
+        Counts::Failed(e) if pods == 0 => Err(format!(
+            "no ready pods, and the activator cannot be read: {e}"
+        )),
+        _ => Ok(0.0),
+    }
+}
+
+/// The reading for the latest scrape and held demand.
 fn conclude(
     shared: &Shared,
     spec: &TargetSpec,
     scraped: &Scraped,
-    counts: Option<Counts>,
+    held: Result<f64, String>,
     state: &mut ScalerState,
 ) -> Reading {
-    if scraped.pods > 0 && scraped.failed == scraped.pods {
+    let pods = scraped.pods();
+    if pods > 0 && scraped.failed == pods {
         return Reading::Failed(format!(
-            "none of the {} ready pods could be read ({})",
-            scraped.pods,
+            "none of the {pods} ready pods could be read ({})",
             scraped
                 .first_error
                 .as_deref()
                 .unwrap_or("no error recorded")
         ));
     }
-    let held = match counts {
-        None => 0.0,
-        Some(Counts::Seen(c)) => c.held_demand(scraped.pods) as f64,
-        Some(Counts::Unknown) if scraped.pods == 0 => {
-            return Reading::Failed(
-                "no ready pods, and the activator's counts are not read yet".into(),
-            )
-        }
-        Some(Counts::Failed(e)) if scraped.pods == 0 => {
-            return Reading::Failed(format!(
-                "no ready pods, and the activator cannot be read: {e}"
-            ))
-        }
-        Some(_) => 0.0,
+    let held = match held {
+        Ok(held) => held,
+        Err(e) => return Reading::Failed(e),
     };
     let obs = Observation {
         now: shared.epoch.elapsed().as_secs_f64(),
-        current: scraped.pods as u32,
-        status: Some(scraped.pods as u32),
+        current: pods as u32,
+        status: Some(pods as u32),
         replicas: &scraped.replicas,
         missing: scraped.failed as u32,
         held,
     };
     let eval = evaluate(&spec.policy, &obs, state);
+    tracing::debug!(value = ?eval.value, active = eval.active, reasons = ?eval.lines, "evaluated");
     // No NaN, no infinity, no negative value ever leaves the scaler.
     if eval.value.is_some_and(|v| !v.is_finite()) {
         return Reading::Failed("the metric came out non-finite".into());
@@ -276,10 +283,6 @@ fn conclude(
     Reading::Ready(Report {
         value: eval.value.map(|v| v.max(0.0)),
         active: eval.active,
-        pods: scraped.pods,
-        failed: scraped.failed,
-        held,
-        lines: eval.lines,
     })
 }
 

@@ -20,12 +20,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How pod pages are reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScrapeVia {
     /// `scheme://podIP:port/path` (in a cluster).
     Direct,
     /// The API server's pod proxy (out of a cluster, with a kubeconfig).
     Proxy,
+}
+
+impl ScrapeVia {
+    /// The default: pod IPs from inside a cluster, the API server's pod proxy from outside.
+    pub fn here() -> ScrapeVia {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            ScrapeVia::Direct
+        } else {
+            ScrapeVia::Proxy
+        }
+    }
 }
 
 /// One pod to scrape.

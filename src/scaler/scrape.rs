@@ -6,7 +6,7 @@
 //! memory or a stuck collector.
 
 use super::discovery::{Address, PodEndpoint};
-use http_body_util::BodyExt;
+use crate::source::read_capped;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -71,26 +71,44 @@ impl Scraper {
             .map_err(|_| ScrapeError::Timeout(timeout))?
     }
 
+    /// Every pod's page at once (each within `timeout`, all bounded by the shared permits), with
+    /// how long each took, in the order of `pods`.
+    pub async fn scrape_each(
+        &self,
+        pods: &[PodEndpoint],
+        timeout: Duration,
+    ) -> Vec<(Result<Vec<u8>, ScrapeError>, Duration)> {
+        futures::future::join_all(pods.iter().map(|pod| async move {
+            let started = std::time::Instant::now();
+            let page = self.scrape(pod, timeout).await;
+            (page, started.elapsed())
+        }))
+        .await
+    }
+
     async fn fetch(&self, url: &str) -> Result<Vec<u8>, ScrapeError> {
-        let transport = |e: reqwest::Error| ScrapeError::Transport(e.to_string());
-        let mut response = self.http.get(url).send().await.map_err(transport)?;
+        let response = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| ScrapeError::Transport(e.to_string()))?;
+        self.page(http::Response::from(response)).await
+    }
+
+    /// A successful response's body, within the size cap.
+    async fn page<B>(&self, response: http::Response<B>) -> Result<Vec<u8>, ScrapeError>
+    where
+        B: hyper::body::Body,
+        B::Error: std::fmt::Display,
+    {
         if !response.status().is_success() {
             return Err(ScrapeError::Status(response.status().as_u16()));
         }
-        if response
-            .content_length()
-            .is_some_and(|n| n > self.max_bytes as u64)
-        {
-            return Err(ScrapeError::TooLarge(self.max_bytes));
-        }
-        let mut page = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(transport)? {
-            if page.len() + chunk.len() > self.max_bytes {
-                return Err(ScrapeError::TooLarge(self.max_bytes));
-            }
-            page.extend_from_slice(&chunk);
-        }
-        Ok(page)
+        read_capped(response.into_body(), self.max_bytes)
+            .await
+            .map_err(|e| ScrapeError::Transport(e.to_string()))?
+            .ok_or(ScrapeError::TooLarge(self.max_bytes))
     }
 
     async fn via_proxy(&self, path: &str) -> Result<Vec<u8>, ScrapeError> {
@@ -102,20 +120,6 @@ impl Scraper {
             .send(request)
             .await
             .map_err(|e| ScrapeError::Transport(e.to_string()))?;
-        if !response.status().is_success() {
-            return Err(ScrapeError::Status(response.status().as_u16()));
-        }
-        let mut body = response.into_body();
-        let mut page = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ScrapeError::Transport(e.to_string()))?;
-            if let Some(data) = frame.data_ref() {
-                if page.len() + data.len() > self.max_bytes {
-                    return Err(ScrapeError::TooLarge(self.max_bytes));
-                }
-                page.extend_from_slice(data);
-            }
-        }
-        Ok(page)
+        self.page(response).await
     }
 }

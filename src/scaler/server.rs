@@ -122,13 +122,7 @@ impl Bound {
     ) -> anyhow::Result<()> {
         let config = self.config;
         let telemetry = Arc::new(Telemetry::new());
-        let via = config.scrape_via.unwrap_or(
-            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() || config.kube_api.is_some() {
-                ScrapeVia::Direct
-            } else {
-                ScrapeVia::Proxy
-            },
-        );
+        let via = config.scrape_via.unwrap_or_else(ScrapeVia::here);
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .pool_idle_timeout(Duration::from_secs(90))

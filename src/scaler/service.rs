@@ -42,7 +42,7 @@ impl Scaler {
 
     fn report(target: &Target) -> Result<Report, Status> {
         match &*target.reading.borrow() {
-            Reading::Ready(r) => Ok(r.clone()),
+            Reading::Ready(r) => Ok(*r),
             Reading::Pending => Err(Status::unavailable(format!(
                 "{}: the first scrape has not finished yet",
                 target.spec.label()

@@ -15,7 +15,7 @@ use crate::metrics::rates::Snapshot;
 use crate::metrics::Replica;
 use crate::scaling::{decide, evaluate, hpa_sync, keda, Observation, Policy, ScalerState};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// Which control loop drives the replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -106,35 +106,31 @@ pub struct Run {
     pub series: Vec<SeriesPoint>,
 }
 
-/// `serve`'s collector, simulated: scrapes the ready replicas, keeps each one's last counters
-/// for rates.
-struct Collector {
-    previous: HashMap<u32, Option<Snapshot>>,
+/// `serve`'s collector, simulated: scrapes the ready replicas, each one's last counters kept in
+/// `counters` (the decision state's) for rates.
+fn scrape(
+    cluster: &Cluster,
+    counters: &mut BTreeMap<String, Snapshot>,
+    now: f64,
     cpu_request_cores: f64,
-}
-
-impl Collector {
-    fn scrape(&mut self, cluster: &Cluster, now: f64) -> Vec<Replica> {
-        let kv = cluster.hw.kv_capacity;
-        let replicas: Vec<Replica> = cluster
-            .replicas
-            .iter()
-            .filter(|r| r.is_ready())
-            .map(|r| {
-                let previous = self.previous.entry(r.id).or_default();
-                Replica::from_scrape(
-                    r.id.to_string(),
-                    r.signals(kv),
-                    previous,
-                    now,
-                    self.cpu_request_cores,
-                )
-            })
-            .collect();
-        self.previous
-            .retain(|id, _| cluster.replicas.iter().any(|r| r.id == *id));
-        replicas
-    }
+) -> Vec<Replica> {
+    let kv = cluster.hw.kv_capacity;
+    let replicas: Vec<Replica> = cluster
+        .replicas
+        .iter()
+        .filter(|r| r.is_ready())
+        .map(|r| {
+            Replica::from_scrape(
+                r.id.to_string(),
+                r.signals(kv),
+                counters,
+                now,
+                cpu_request_cores,
+            )
+        })
+        .collect();
+    counters.retain(|name, _| cluster.replicas.iter().any(|r| r.id.to_string() == *name));
+    replicas
 }
 
 fn every(period_s: f64, dt: f64) -> u64 {
@@ -153,10 +149,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         last_active: Some(0.0),
         ..ScalerState::default()
     };
-    let mut collector = Collector {
-        previous: HashMap::new(),
-        cpu_request_cores: hw.gpu.cpu_request_cores,
-    };
+    let cpu_request_cores = hw.gpu.cpu_request_cores;
     let mut last_scrape: Vec<Replica> = Vec::new();
     let mut evaluated_held = 0;
     let mut latest: Option<(Option<f64>, bool)> = None;
@@ -201,7 +194,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         match settings.mode {
             Mode::Hpa => {
                 if tick % hpa_every == 0 {
-                    let replicas = collector.scrape(&cluster, now);
+                    let replicas = scrape(&cluster, &mut state.counters, now, cpu_request_cores);
                     let obs = observation(&cluster, &replicas, now);
                     let d = decide(policy, &obs, &mut state);
                     apply(
@@ -219,7 +212,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                 // activator's held count changes (its `/queue/watch` stream).
                 let scraped = tick % scrape_every == 0;
                 if scraped {
-                    last_scrape = collector.scrape(&cluster, now);
+                    last_scrape = scrape(&cluster, &mut state.counters, now, cpu_request_cores);
                 }
                 let held = cluster.held.len();
                 if scraped || (latest.is_some() && held != evaluated_held) {
