@@ -373,3 +373,53 @@ async fn the_watch_endpoint_reports_a_held_request_at_once() {
         sent.elapsed()
     );
 }
+
+/// An upstream that answers `/health` and `/seq` on `addr` until told to stop, then closes its
+/// connections too (as a pod that went away).
+async fn stoppable_upstream(
+    addr: SocketAddr,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let app = axum::Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route("/seq", get(|| async { "served" }));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (stop, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_upstream_refuses_is_held_until_it_is_back() {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (stop, first) = stoppable_upstream(addr).await;
+    let a = activator(addr, 10, 30.0).await;
+    let url = format!("http://{}/seq", a.proxy);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !matches!(client().get(&url).send().await, Ok(r) if r.status() == 200) {
+        assert!(Instant::now() < deadline, "the route never became ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The last replica goes away while the route still counts as ready.
+    stop.send(()).unwrap();
+    first.await.unwrap();
+    let pending = tokio::spawn(async move { client().get(&url).send().await.unwrap() });
+    wait_held(a.admin, 1).await;
+    // It comes back on the same address: the held request goes through.
+    let (_stop, _second) = stoppable_upstream(addr).await;
+    let r = pending.await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().contains_key("x-infscale-released"));
+    assert_eq!(r.text().await.unwrap(), "served");
+}

@@ -68,7 +68,8 @@ impl Admin {
         let queue = self.clone();
         let watch = self.clone();
         let metrics = self.clone();
-        Router::new()
+        let render = move || metrics.telemetry.render(&metrics.routes);
+        crate::exposition_http::metrics_router(render)
             .route(
                 "/queue",
                 get(move || {
@@ -86,19 +87,6 @@ impl Admin {
                     }
                 }),
             )
-            .route(
-                "/metrics",
-                get(move || {
-                    let a = metrics.clone();
-                    async move {
-                        (
-                            [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                            a.telemetry.render(&a.routes),
-                        )
-                    }
-                }),
-            )
-            .route("/healthz", get(|| async { "ok\n" }))
             .route("/readyz", get(|| async { "ok\n" }))
     }
 }

@@ -4,7 +4,9 @@
 //! Readiness and the queue are judged under one lock, so a request that finds the route not
 //! ready is queued before any release can run, and a release drains the queue in arrival order.
 //! A held request that is dropped (its client went away, or it timed out) leaves the queue and
-//! the counts at once. Every change of a held count or of readiness bumps a shared version,
+//! the counts at once. Each request keeps the ticket it got on arrival, so one that is held again
+//! (its upstream refused the connection) goes back to its place in the line. Once shut down, a
+//! route holds nothing more. Every change of a held count or of readiness bumps a shared version,
 //! which `/queue/watch` streams; requests forwarded to a ready upstream do not, so the hot path
 //! takes one short lock and no notification.
 
@@ -27,8 +29,10 @@ pub enum Release {
 #[derive(Default)]
 struct Queue {
     ready: bool,
+    /// Shut down: nothing more is held.
+    closed: bool,
+    /// Held requests by arrival ticket, oldest first.
     waiters: VecDeque<(u64, oneshot::Sender<Release>)>,
-    next_id: u64,
     released: u64,
 }
 
@@ -38,7 +42,7 @@ pub struct RouteState {
     queue: Mutex<Queue>,
     /// Requests forwarded and not yet finished.
     forwarding: AtomicU64,
-    /// Requests seen since start.
+    /// Requests seen since start; each one's ticket is the count before it.
     requests: AtomicU64,
     /// Wakes the readiness probe (a request is waiting).
     pub wake: Notify,
@@ -54,25 +58,33 @@ pub enum Admission {
     Held(Held),
     /// The route holds its maximum already.
     Full,
+    /// The activator is shutting down.
+    Closed,
 }
 
-/// A request in the hold queue; dropping it takes it out.
+/// A request in the hold queue; dropping it before its release takes it out.
 pub struct Held {
-    id: u64,
+    ticket: u64,
     pub release: oneshot::Receiver<Release>,
     state: Arc<RouteState>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut q = self.state.lock();
-        let before = q.waiters.len();
-        q.waiters.retain(|(id, _)| *id != self.id);
-        let removed = q.waiters.len() != before;
-        drop(q);
-        if removed {
-            self.state.changed();
+        // Released (the answer was sent, so the queue no longer has it): nothing to do.
+        if !matches!(
+            self.release.try_recv(),
+            Err(oneshot::error::TryRecvError::Empty)
+        ) {
+            return;
         }
+        let mut q = self.state.lock();
+        let Ok(at) = q.waiters.binary_search_by_key(&self.ticket, |(t, _)| *t) else {
+            return;
+        };
+        q.waiters.remove(at);
+        drop(q);
+        self.state.changed();
     }
 }
 
@@ -96,14 +108,17 @@ impl RouteState {
         self.changes.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// Counts a request (once, however often it is admitted).
-    pub fn count_request(&self) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
+    /// Counts a request (once, however often it is admitted) and gives it its arrival ticket.
+    pub fn count_request(&self) -> u64 {
+        self.requests.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// A request asks to go through: forward it, hold it, or refuse it.
-    pub fn admit(self: &Arc<Self>) -> Admission {
+    /// A request asks to go through: forward it, hold it in its ticket's place, or refuse it.
+    pub fn admit(self: &Arc<Self>, ticket: u64) -> Admission {
         let mut q = self.lock();
+        if q.closed {
+            return Admission::Closed;
+        }
         if q.ready {
             return Admission::Forward;
         }
@@ -111,17 +126,24 @@ impl RouteState {
             return Admission::Full;
         }
         let (tx, rx) = oneshot::channel();
-        let id = q.next_id;
-        q.next_id += 1;
-        q.waiters.push_back((id, tx));
+        // Almost always the newest; a request held again goes back to its place.
+        let at = q.waiters.partition_point(|(t, _)| *t < ticket);
+        q.waiters.insert(at, (ticket, tx));
         drop(q);
         self.changed();
         self.wake.notify_one();
         Admission::Held(Held {
-            id,
+            ticket,
             release: rx,
             state: self.clone(),
         })
+    }
+
+    /// The upstream refused a connection although the route was ready (its last replica went
+    /// away): not ready until the readiness task, woken now, finds it ready again.
+    pub fn upstream_refused(&self) {
+        self.set_ready(false);
+        self.wake.notify_one();
     }
 
     /// Sets readiness; on becoming ready, releases every held request in arrival order.
@@ -143,13 +165,10 @@ impl RouteState {
         }
     }
 
-    pub fn is_ready(&self) -> bool {
-        self.lock().ready
-    }
-
-    /// Answers every held request with `Shutdown`.
+    /// Answers every held request with `Shutdown`, and holds nothing more.
     pub fn shut_down(&self) {
         let mut q = self.lock();
+        q.closed = true;
         while let Some((_, tx)) = q.waiters.pop_front() {
             let _ = tx.send(Release::Shutdown);
         }
@@ -199,7 +218,8 @@ mod tests {
             host: None,
             path_prefix: None,
             upstream: "http://u:1".into(),
-            upstream_authority: "u:1".into(),
+            upstream_authority: http::uri::Authority::from_static("u:1"),
+            host_header: http::HeaderValue::from_static("u:1"),
             readiness: Readiness::Probe { path: "/h".into() },
             max_held,
             hold_timeout: Duration::from_secs(1),
@@ -218,7 +238,7 @@ mod tests {
     #[test]
     fn releases_in_arrival_order() {
         let s = state(100);
-        let mut waiting: Vec<Held> = (0..50).map(|_| held(s.admit())).collect();
+        let mut waiting: Vec<Held> = (0..50).map(|i| held(s.admit(i))).collect();
         assert_eq!(s.counts().held, Some(50));
         s.set_ready(true);
         for (i, h) in waiting.iter_mut().enumerate() {
@@ -230,7 +250,7 @@ mod tests {
             );
         }
         assert_eq!(s.held(), 0);
-        assert!(matches!(s.admit(), Admission::Forward));
+        assert!(matches!(s.admit(50), Admission::Forward));
         s.count_request();
         assert_eq!(s.counts().request_count, 1);
     }
@@ -238,12 +258,12 @@ mod tests {
     #[test]
     fn full_refuses_and_dropping_leaves_the_queue() {
         let s = state(2);
-        let a = held(s.admit());
-        let b = held(s.admit());
-        assert!(matches!(s.admit(), Admission::Full));
+        let a = held(s.admit(0));
+        let b = held(s.admit(1));
+        assert!(matches!(s.admit(2), Admission::Full));
         drop(a);
         assert_eq!(s.held(), 1);
-        let _c = held(s.admit());
+        let _c = held(s.admit(3));
         drop(b);
         assert_eq!(s.counts().held, Some(1));
     }
@@ -251,9 +271,22 @@ mod tests {
     #[test]
     fn shutdown_answers_everyone() {
         let s = state(10);
-        let mut h = held(s.admit());
+        let mut h = held(s.admit(0));
         s.shut_down();
         assert_eq!(h.release.try_recv(), Ok(Release::Shutdown));
+        assert!(matches!(s.admit(1), Admission::Closed));
+    }
+
+    #[test]
+    fn a_request_held_again_keeps_its_place() {
+        let s = state(10);
+        let _later = held(s.admit(7));
+        let mut again = held(s.admit(3));
+        s.set_ready(true);
+        assert_eq!(again.release.try_recv(), Ok(Release::Go { ordinal: 1 }));
+        s.upstream_refused();
+        assert_eq!(s.held(), 0);
+        assert!(matches!(s.admit(9), Admission::Held(_)));
     }
 
     #[test]

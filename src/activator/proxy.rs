@@ -21,13 +21,10 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
-
-/// After a connection to the upstream is refused, wait this long before trying again.
-const RETRY_AFTER_REFUSED: Duration = Duration::from_millis(250);
 
 pub struct Proxy {
     pub routes: Vec<Arc<RouteState>>,
@@ -142,14 +139,14 @@ impl Proxy {
         };
         let state = self.routes[index].clone();
         let counters = &self.route_telemetry[index];
-        let host = state.route.counts_host.clone();
+        let host = state.route.counts_host.as_str();
         let too_large = req
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
             .is_some_and(|n| n > self.max_body as u64);
         if too_large {
-            self.telemetry.reject(&host, "body_too_large");
+            self.telemetry.reject(host, "body_too_large");
             return answer(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request body over the limit",
@@ -163,7 +160,7 @@ impl Proxy {
                 if e.downcast_ref::<http_body_util::LengthLimitError>()
                     .is_some() =>
             {
-                self.telemetry.reject(&host, "body_too_large");
+                self.telemetry.reject(host, "body_too_large");
                 return answer(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "request body over the limit",
@@ -178,28 +175,27 @@ impl Proxy {
                 )
             }
         };
+        let upstream = Upstream::new(&state, &parts, peer);
         let arrived = Instant::now();
         let deadline = arrived + state.route.hold_timeout;
-        state.count_request();
+        let ticket = state.count_request();
         let mut ordinal = None;
         loop {
-            match state.admit() {
+            match state.admit(ticket) {
                 Admission::Full => {
-                    self.telemetry.reject(&host, "full");
+                    self.telemetry.reject(host, "full");
                     return answer(
                         StatusCode::SERVICE_UNAVAILABLE,
                         "too many requests held for this route",
                         Some(1),
                     );
                 }
+                Admission::Closed => return self.shutting_down(host),
                 Admission::Held(mut held) => {
                     tokio::select! {
                         released = &mut held.release => match released {
                             Ok(Release::Go { ordinal: n }) => ordinal = Some(n),
-                            Ok(Release::Shutdown) => {
-                                self.telemetry.reject(&host, "shutting_down");
-                                return answer(StatusCode::SERVICE_UNAVAILABLE, "the activator is shutting down", Some(1));
-                            }
+                            Ok(Release::Shutdown) => return self.shutting_down(host),
                             Err(_) => continue,
                         },
                         _ = tokio::time::sleep_until(deadline.into()) => {
@@ -213,7 +209,7 @@ impl Proxy {
             }
             let held_for = arrived.elapsed();
             // Boxed: a held request should not carry the forwarding state machine around.
-            match Box::pin(self.forward(&state, &parts, body.clone(), peer)).await {
+            match Box::pin(self.forward(&state, &upstream, body.clone())).await {
                 Ok(mut response) => {
                     if let Some(n) = ordinal {
                         counters.held_seconds.observe(held_for.as_secs_f64());
@@ -224,69 +220,43 @@ impl Proxy {
                         );
                         h.insert("x-infscale-released", HeaderValue::from(n));
                     }
-                    self.telemetry
-                        .forwarded
-                        .get_or_create(&Telemetry::route(&host))
-                        .inc();
+                    counters.forwarded.inc();
                     return response;
                 }
-                Err(e) if e.is_connect() && Instant::now() + RETRY_AFTER_REFUSED < deadline => {
-                    // The upstream is gone (scaled to zero under us): hold the request again.
+                Err(e) if e.is_connect() && Instant::now() < deadline => {
+                    // The upstream is gone (scaled to zero under us): hold the request again, in
+                    // its place, until the route is ready again.
                     tracing::info!(route = %host, error = %e, "upstream refused the connection; holding");
-                    if matches!(
-                        state.route.readiness,
-                        super::routes::Readiness::Probe { .. }
-                    ) {
-                        state.set_ready(false);
-                        state.wake.notify_one();
-                    }
-                    tokio::time::sleep(RETRY_AFTER_REFUSED).await;
+                    state.upstream_refused();
                 }
                 Err(e) => {
                     tracing::warn!(route = %host, error = %e, "upstream failed");
-                    self.telemetry
-                        .upstream_errors
-                        .get_or_create(&Telemetry::route(&host))
-                        .inc();
+                    counters.upstream_errors.inc();
                     return answer(StatusCode::BAD_GATEWAY, "the upstream failed", None);
                 }
             }
         }
     }
 
+    fn shutting_down(&self, host: &str) -> Response<ProxyBody> {
+        self.telemetry.reject(host, "shutting_down");
+        answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the activator is shutting down",
+            Some(1),
+        )
+    }
+
     async fn forward(
         &self,
         state: &Arc<RouteState>,
-        parts: &http::request::Parts,
+        upstream: &Upstream,
         body: Bytes,
-        peer: SocketAddr,
     ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
-        let mut uri = http::uri::Parts::default();
-        uri.scheme = Some(http::uri::Scheme::HTTP);
-        uri.authority = state.route.upstream_authority.parse().ok();
-        uri.path_and_query = parts.uri.path_and_query().cloned();
-        let uri = http::Uri::from_parts(uri).unwrap_or_else(|_| http::Uri::from_static("/"));
-        let mut headers = parts.headers.clone();
-        strip_hop_by_hop(&mut headers);
-        let original_host = headers.remove(header::HOST);
-        if let Ok(v) = HeaderValue::from_str(&state.route.upstream_authority) {
-            headers.insert(header::HOST, v);
-        }
-        if let Some(h) = original_host {
-            headers.insert("x-forwarded-host", h);
-        }
-        let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-            Some(prior) => format!("{prior}, {}", peer.ip()),
-            None => peer.ip().to_string(),
-        };
-        if let Ok(v) = HeaderValue::from_str(&forwarded_for) {
-            headers.insert("x-forwarded-for", v);
-        }
-        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
         let mut request = Request::new(Full::new(body));
-        *request.method_mut() = parts.method.clone();
-        *request.uri_mut() = uri;
-        *request.headers_mut() = headers;
+        *request.method_mut() = upstream.method.clone();
+        *request.uri_mut() = upstream.uri.clone();
+        *request.headers_mut() = upstream.headers.clone();
         let guard = state.forwarding();
         let response = self.client.request(request).await?;
         let (mut parts, incoming) = response.into_parts();
@@ -299,6 +269,50 @@ impl Proxy {
             parts,
             body.map_err(BoxError::from).boxed(),
         ))
+    }
+}
+
+/// The request as it goes upstream, built once however often it is sent.
+struct Upstream {
+    method: http::Method,
+    uri: http::Uri,
+    headers: HeaderMap,
+}
+
+impl Upstream {
+    fn new(state: &RouteState, parts: &http::request::Parts, peer: SocketAddr) -> Upstream {
+        let route = &state.route;
+        let mut uri = http::uri::Parts::default();
+        uri.scheme = Some(http::uri::Scheme::HTTP);
+        uri.authority = Some(route.upstream_authority.clone());
+        uri.path_and_query = Some(
+            parts
+                .uri
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+        );
+        // Scheme, authority and path are all present: this cannot fail.
+        let uri = http::Uri::from_parts(uri).unwrap_or_default();
+        let mut headers = parts.headers.clone();
+        strip_hop_by_hop(&mut headers);
+        let original_host = headers.insert(header::HOST, route.host_header.clone());
+        if let Some(h) = original_host {
+            headers.insert("x-forwarded-host", h);
+        }
+        let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+            Some(prior) => format!("{prior}, {}", peer.ip()),
+            None => peer.ip().to_string(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&forwarded_for) {
+            headers.insert("x-forwarded-for", v);
+        }
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        Upstream {
+            method: parts.method.clone(),
+            uri,
+            headers,
+        }
     }
 }
 

@@ -3,6 +3,9 @@
 //! In a cluster, the route's Service's EndpointSlices are watched (kube's reflector): ready as
 //! soon as any endpoint is. Outside one, the upstream's health path is probed: at most every
 //! 250 ms while requests are held (and at once when one arrives), every few seconds otherwise.
+//! Either task is woken when a request is held or the upstream refused a connection (the route
+//! is then not ready): the probe probes at once; the EndpointSlice watch looks at its store again
+//! 250 ms later, since endpoints can outlive the process behind them.
 
 use super::hold::RouteState;
 use super::routes::Readiness;
@@ -93,12 +96,29 @@ async fn endpoint_slices(
         watcher::Config::default().labels(&format!("kubernetes.io/service-name={service}"));
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
-            Ok(_) => state.set_ready(any_ready(&store)),
-            Err(e) => {
-                tracing::warn!(service = %service, error = %e, "EndpointSlice watch failed; retrying")
+    let mut recheck: Option<tokio::time::Instant> = None;
+    loop {
+        let due = async {
+            match recheck {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = stream.next() => match event {
+                None => return,
+                Some(Ok(watcher::Event::InitApply(_) | watcher::Event::Init)) => {}
+                Some(Ok(_)) => state.set_ready(any_ready(&store)),
+                Some(Err(e)) => {
+                    tracing::warn!(service = %service, error = %e, "EndpointSlice watch failed; retrying")
+                }
+            },
+            _ = state.wake.notified(), if recheck.is_none() => {
+                recheck = Some(tokio::time::Instant::now() + PROBE_HELD);
+            }
+            _ = due => {
+                recheck = None;
+                state.set_ready(any_ready(&store));
             }
         }
     }

@@ -70,7 +70,9 @@ pub struct Route {
     pub path_prefix: Option<String>,
     /// Scheme and authority, e.g. `http://chat.llm.svc:8000`, no trailing slash.
     pub upstream: String,
-    pub upstream_authority: String,
+    /// The upstream's authority, and the same as the `Host` header forwarded requests carry.
+    pub upstream_authority: http::uri::Authority,
+    pub host_header: http::HeaderValue,
     pub readiness: Readiness,
     pub max_held: usize,
     pub hold_timeout: Duration,
@@ -126,12 +128,10 @@ impl RouteSpec {
                 ),
             ));
         }
-        if authority.parse::<http::uri::Authority>().is_err() {
-            return Err(bad(
-                "upstream",
-                format!("{authority:?} is not a host[:port]"),
-            ));
-        }
+        let not_authority = || bad("upstream", format!("{authority:?} is not a host[:port]"));
+        let upstream_authority: http::uri::Authority =
+            authority.parse().map_err(|_| not_authority())?;
+        let host_header = http::HeaderValue::from_str(authority).map_err(|_| not_authority())?;
         if let Some(p) = &self.path_prefix {
             if !p.starts_with('/') {
                 return Err(bad("pathPrefix", format!("{p:?} must start with /")));
@@ -185,7 +185,8 @@ impl RouteSpec {
                 .map(|h| strip_port(h).to_ascii_lowercase()),
             path_prefix: self.path_prefix.clone(),
             upstream: format!("http://{authority}"),
-            upstream_authority: authority.to_owned(),
+            upstream_authority,
+            host_header,
             readiness,
             max_held: self.max_held,
             hold_timeout: Duration::from_secs_f64(self.hold_timeout_seconds),

@@ -3,7 +3,6 @@
 //! cold-start latency users see).
 
 use super::hold::RouteState;
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -31,11 +30,11 @@ pub struct Telemetry {
     registry: Registry,
     held: Family<Labels, Gauge>,
     in_flight: Family<Labels, Gauge>,
-    pub forwarded: Family<Labels, Counter>,
-    pub timed_out: Family<Labels, Counter>,
-    pub rejected: Family<Labels, Counter>,
-    pub upstream_errors: Family<Labels, Counter>,
-    pub held_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    forwarded: Family<Labels, Counter>,
+    timed_out: Family<Labels, Counter>,
+    rejected: Family<Labels, Counter>,
+    upstream_errors: Family<Labels, Counter>,
+    held_seconds: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for Telemetry {
@@ -47,55 +46,68 @@ impl Default for Telemetry {
 impl Telemetry {
     pub fn new() -> Telemetry {
         let mut registry = Registry::with_prefix("infscale_activator");
-        let t = Telemetry {
-            held: Family::default(),
-            in_flight: Family::default(),
-            forwarded: Family::default(),
-            timed_out: Family::default(),
-            rejected: Family::default(),
-            upstream_errors: Family::default(),
-            held_seconds: Family::new_with_constructor(hold_histogram),
-            registry: Registry::default(),
-        };
-        registry.register(
-            "held",
-            "Requests held waiting for a ready replica",
-            t.held.clone(),
-        );
-        registry.register(
-            "in_flight",
-            "Requests held or forwarded and not finished",
-            t.in_flight.clone(),
-        );
-        registry.register(
-            "forwarded",
-            "Requests forwarded to the upstream",
-            t.forwarded.clone(),
-        );
-        registry.register(
-            "timed_out",
-            "Held requests answered 504 after the hold timeout",
-            t.timed_out.clone(),
-        );
-        registry.register(
-            "rejected",
-            "Requests refused (route full, body too large, no route, shutting down)",
-            t.rejected.clone(),
-        );
-        registry.register(
-            "upstream_errors",
-            "Forwarded requests the upstream failed",
-            t.upstream_errors.clone(),
-        );
+        let held = Family::<Labels, Gauge>::default();
+        let in_flight = Family::<Labels, Gauge>::default();
+        let forwarded = Family::<Labels, Counter>::default();
+        let timed_out = Family::<Labels, Counter>::default();
+        let rejected = Family::<Labels, Counter>::default();
+        let upstream_errors = Family::<Labels, Counter>::default();
+        let held_seconds: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(hold_histogram);
+        let gauges = [
+            ("held", "Requests held waiting for a ready replica", &held),
+            (
+                "in_flight",
+                "Requests held or forwarded and not finished",
+                &in_flight,
+            ),
+        ];
+        for (name, help, family) in gauges {
+            registry.register(name, help, family.clone());
+        }
+        let counters = [
+            (
+                "forwarded",
+                "Requests forwarded to the upstream",
+                &forwarded,
+            ),
+            (
+                "timed_out",
+                "Held requests answered 504 after the hold timeout",
+                &timed_out,
+            ),
+            (
+                "rejected",
+                "Requests refused (route full, body too large, no route, shutting down)",
+                &rejected,
+            ),
+            (
+                "upstream_errors",
+                "Forwarded requests the upstream failed",
+                &upstream_errors,
+            ),
+        ];
+        for (name, help, family) in counters {
+            registry.register(name, help, family.clone());
+        }
         registry.register(
             "held_duration_seconds",
             "Time a request spent held before it was forwarded",
-            t.held_seconds.clone(),
+            held_seconds.clone(),
         );
-        Telemetry { registry, ..t }
+        Telemetry {
+            registry,
+            held,
+            in_flight,
+            forwarded,
+            timed_out,
+            rejected,
+            upstream_errors,
+            held_seconds,
+        }
     }
 
-    pub fn route(host: &str) -> Labels {
+    fn route(host: &str) -> Labels {
         vec![("route".to_owned(), host.to_owned())]
     }
 
@@ -124,10 +136,6 @@ impl Telemetry {
             self.held.get_or_create(&l).set(c.held.unwrap_or(0) as i64);
             self.in_flight.get_or_create(&l).set(c.concurrency as i64);
         }
-        let mut out = String::new();
-        if encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        crate::exposition_http::exposition(&self.registry)
     }
 }

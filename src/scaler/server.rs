@@ -189,20 +189,7 @@ impl Bound {
             builder = builder.tls_config(tls_config(files)?).context("TLS")?;
         }
         let metrics_task = self.metrics.map(|listener| {
-            let app = axum::Router::new()
-                .route(
-                    "/metrics",
-                    axum::routing::get(move || {
-                        let t = telemetry.clone();
-                        async move {
-                            (
-                                [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                                t.render(),
-                            )
-                        }
-                    }),
-                )
-                .route("/healthz", axum::routing::get(|| async { "ok\n" }));
+            let app = crate::exposition_http::metrics_router(move || telemetry.render());
             tokio::spawn(async move {
                 if let Err(e) = axum::serve(listener, app).await {
                     tracing::error!(error = %e, "the metrics server stopped");

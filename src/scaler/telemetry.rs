@@ -1,7 +1,6 @@
 //! The scaler's own `/metrics`: what it scraped, how long it took, what failed, and what it told
 //! KEDA, per target; plus how many collectors run and the gRPC calls it answered.
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -93,10 +92,6 @@ impl Telemetry {
 
     /// The exposition text.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        if encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        crate::exposition_http::exposition(&self.registry)
     }
 }

@@ -85,7 +85,7 @@ pub(super) fn skip_blanks(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// The labels of one sample, in page order. Built only over text that [`scan_label_set`]
+/// The labels of one sample, in page order. Built only over text that `scan_label_set`
 /// accepted, so iteration cannot fail.
 #[derive(Debug, Clone)]
 pub struct Labels<'a> {
