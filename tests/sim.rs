@@ -15,11 +15,7 @@ fn default_trace() -> Trace {
 }
 
 fn policy(spec: &str) -> Policy {
-    let mut p = Policy::parse(spec).unwrap();
-    if !spec.contains("max=") {
-        p.max = 8;
-    }
-    p
+    Policy::parse_with_max(spec, 8).unwrap()
 }
 
 fn simulate(trace: &Trace, spec: &str, settings: &Settings) -> Summary {

@@ -1,8 +1,9 @@
 //! `infscale decide`: a replica count from pages, held requests and a policy, with its reasons.
 
+use super::checks::held_flag;
 use super::policy_args::PolicyArgs;
 use super::read::{read_all, SourceArgs};
-use super::state_file::{held_flag, load_state, save_state, unix_now};
+use super::state_file::{load_state, save_state, unix_now};
 use super::table;
 use crate::metrics::Replica;
 use crate::scaling::{decide, Decision, Observation, Policy};

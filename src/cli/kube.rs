@@ -3,15 +3,16 @@
 //! decision as `decide` does, and with `--apply` writes the Deployment's scale subresource: for
 //! clusters without KEDA, or to compare with it.
 
+use super::checks::{held_flag, positive_seconds};
 use super::policy_args::PolicyArgs;
 use super::read::Read;
-use super::state_file::{held_flag, load_state, save_state, unix_now};
+use super::state_file::{load_state, save_state, unix_now};
 use super::table;
 use crate::metrics::{read_page, Replica, ServerChoice};
 use crate::scaler::discovery::{label_selector, EndpointShape, ScrapeVia};
 use crate::scaler::scrape::Scraper;
 use crate::scaling::{decide, Observation};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -19,7 +20,6 @@ use kube::Api;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -68,12 +68,7 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
     let held = held_flag(args.held)?;
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        bail!(
-            "--timeout {}: expected a positive number of seconds",
-            args.timeout
-        );
-    }
+    let timeout = positive_seconds("--timeout", args.timeout)?;
     let now = args.now.unwrap_or_else(unix_now);
     let client = crate::kubeapi::connect(args.kube_api.as_deref()).await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &args.namespace);
@@ -106,7 +101,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         permits: Arc::new(tokio::sync::Semaphore::new(32)),
     };
     let mut state = load_state(args.state.as_deref())?;
-    let timeout = Duration::from_secs_f64(args.timeout);
     let endpoints: Vec<_> = list
         .items
         .iter()

@@ -4,6 +4,7 @@
 //! and exit with status 2.
 
 mod activator;
+mod checks;
 mod decide;
 mod gpu;
 mod kube;

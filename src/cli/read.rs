@@ -1,6 +1,7 @@
 //! Reading the sources named on the command line into replicas, with rates where an earlier
 //! page exists (`--previous`, a second scrape `--interval` seconds later, or the state file).
 
+use super::checks::positive_seconds;
 use crate::metrics::exposition::Scan;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::{read_page, Replica, ServerChoice};
@@ -63,9 +64,7 @@ pub async fn read_all(
         );
     }
     if let Some(interval) = args.interval {
-        if !(interval.is_finite() && interval > 0.0) {
-            bail!("--interval {interval}: expected a positive number of seconds");
-        }
+        positive_seconds("--interval", interval)?;
     }
     if !(args.cpu_request.is_finite() && args.cpu_request > 0.0) {
         bail!(
@@ -73,14 +72,8 @@ pub async fn read_all(
             args.cpu_request
         );
     }
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        bail!(
-            "--timeout {}: expected a positive number of seconds",
-            args.timeout
-        );
-    }
-    let reader = Reader::new(Duration::from_secs_f64(args.timeout), args.max_bytes)
-        .context("cannot build the HTTP client")?;
+    let timeout = positive_seconds("--timeout", args.timeout)?;
+    let reader = Reader::new(timeout, args.max_bytes).context("cannot build the HTTP client")?;
 
     // Each source's earlier scrape: a --previous page, a first scrape, or the state file.
     let mut earlier: Vec<Option<Snapshot>> = vec![None; sources.len()];

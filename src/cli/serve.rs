@@ -1,12 +1,12 @@
 //! `infscale serve`: the KEDA external scaler.
 
+use super::checks::positive_seconds;
 use crate::scaler::discovery::{ScrapeVia, StaticTargets};
 use crate::scaler::server::{self, Config, TlsFiles};
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -109,13 +109,6 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-fn seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
-    if !(v.is_finite() && v > 0.0) {
-        bail!("{flag} {v}: expected a positive number of seconds");
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
     let metrics_listen =
@@ -140,8 +133,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         scrape_via: args.scrape_via,
         max_page_bytes: args.max_page_bytes,
         max_concurrent_scrapes: args.max_concurrent_scrapes,
-        idle_stop: seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
-        staleness: seconds("--stale-after-seconds", args.stale_after_seconds)?,
+        idle_stop: positive_seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
+        staleness: positive_seconds("--stale-after-seconds", args.stale_after_seconds)?,
     };
     let bound = server::bind(config).await?;
     bound.run(shutdown_signal()).await?;

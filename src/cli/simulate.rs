@@ -1,5 +1,6 @@
 //! `infscale simulate`: policies over a trace through simulated GPU replicas, as a table.
 
+use super::checks::positive_seconds;
 use super::gpu::GpuArgs;
 use crate::scaling::Policy;
 use crate::sim::bound::clairvoyant;
@@ -8,7 +9,7 @@ use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
 use crate::sim::run::{self, Mode, Settings, Trigger};
 use crate::sim::trace::{Scenario, Trace};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -114,7 +115,6 @@ impl SimArgs {
             if let Some(d) = self.duration {
                 s.duration = d;
             }
-            s.validate()?;
             Ok(Source::Scenario(s))
         } else {
             Ok(Source::Csv(Trace::from_csv(&name, &text, self.duration)?))
@@ -134,9 +134,7 @@ impl SimArgs {
             ("--dt", self.dt),
         ];
         for (flag, v) in positive {
-            if !(v.is_finite() && v > 0.0) {
-                bail!("{flag} {v}: expected a positive number of seconds");
-            }
+            positive_seconds(flag, v)?;
         }
         Ok(Settings {
             mode: if self.mode == "hpa" {
@@ -160,12 +158,12 @@ impl SimArgs {
 
     /// A policy string, with `--max` where it sets none.
     pub fn policy(&self, spec: &str) -> anyhow::Result<Policy> {
-        let mut policy = Policy::parse(spec).with_context(|| format!("policy {spec:?}"))?;
-        let sets_max = spec.split(',').any(|kv| kv.trim().starts_with("max="));
-        if !sets_max {
-            policy.max = self.max.max(policy.min).max(1);
-        }
-        Ok(policy)
+        Policy::parse_with_max(spec, self.max).with_context(|| format!("policy {spec:?}"))
+    }
+
+    /// Every policy string, parsed as [`SimArgs::policy`] does.
+    pub fn policies(&self, specs: &[String]) -> anyhow::Result<Vec<Policy>> {
+        specs.iter().map(|s| self.policy(s)).collect()
     }
 }
 
@@ -208,10 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         args.policies.clone()
     };
-    let policies = specs
-        .iter()
-        .map(|s| args.sim.policy(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let policies = args.sim.policies(&specs)?;
     let runs: Vec<run::Run> = policies
         .iter()
         .map(|p| run::run(&trace, &hw, p, &settings))

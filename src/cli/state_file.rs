@@ -31,14 +31,6 @@ pub fn save_state(path: Option<&Path>, state: &ScalerState) -> anyhow::Result<()
     Ok(())
 }
 
-/// The `--held` flag of `decide` and `kube`, checked.
-pub fn held_flag(held: f64) -> anyhow::Result<f64> {
-    if !(held.is_finite() && held >= 0.0) {
-        anyhow::bail!("--held {held}: expected a number of requests >= 0");
-    }
-    Ok(held)
-}
-
 /// Seconds since the Unix epoch: the clock `decide` and `kube` keep their state on.
 pub fn unix_now() -> f64 {
     std::time::SystemTime::now()

@@ -129,10 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if specs.is_empty() {
         bail!("the grid is empty: give at least one value on every axis");
     }
-    let policies = specs
-        .iter()
-        .map(|s| args.sim.policy(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let policies = args.sim.policies(&specs)?;
     let bar = ProgressBar::new(specs.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} ({eta} left)")

@@ -100,6 +100,9 @@ pub enum PolicyError {
     Invalid(String),
 }
 
+/// `max` when a policy names none (the HPA's maxReplicas has no default; KEDA's is 100).
+pub const DEFAULT_MAX: u32 = 10;
+
 /// A complete scaling policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Policy {
@@ -158,7 +161,7 @@ impl Policy {
             metric,
             target,
             min: 1,
-            max: 10,
+            max: DEFAULT_MAX,
             activation: 0.0,
             cooldown_s: 300.0,
             lookahead_s: 0.0,
@@ -171,6 +174,11 @@ impl Policy {
 
     /// Parses `metric:target[,key=value...]` and validates the result.
     pub fn parse(spec: &str) -> Result<Policy, PolicyError> {
+        Self::parse_with_max(spec, DEFAULT_MAX)
+    }
+
+    /// [`Policy::parse`] with `max` as the default a spec's own `max=` overrides.
+    pub fn parse_with_max(spec: &str, max: u32) -> Result<Policy, PolicyError> {
         let mut parts = spec.split(',');
         let head = parts.next().unwrap_or_default().trim();
         let (metric, target) = head
@@ -179,6 +187,7 @@ impl Policy {
         let metric: Metric = metric.parse()?;
         let target = number("target", target)?;
         let mut policy = Policy::new(metric, target);
+        policy.max = max;
         for part in parts.map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').ok_or_else(|| PolicyError::BadValue {
                 key: part.to_owned(),

@@ -14,15 +14,15 @@ use super::replica::Hardware;
 use super::trace::Trace;
 use serde::Serialize;
 
+/// The planner's window: the HPA's period.
+pub const WINDOW_S: f64 = 15.0;
+
 /// The plan and its price.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bound {
     pub replica_minutes: f64,
-    /// Ready replicas wanted in each window.
+    /// Ready replicas wanted in each window of [`WINDOW_S`].
     pub plan: Vec<u32>,
-    pub window_s: f64,
-    /// Requests that miss even with the most replicas allowed.
-    pub unavoidable_misses: usize,
 }
 
 /// Misses among requests waiting at `t0` or arriving in `[t0, t1)`, with `n` ready replicas from
@@ -72,39 +72,37 @@ fn misses_with(
 
 /// Computes the bound for `trace`, with at most `cap` replicas.
 pub fn clairvoyant(trace: &Trace, hw: &Hardware, slo_s: f64, dt: f64, cap: u32) -> Bound {
-    let window_s = 15.0;
     let mut cluster = Cluster::new(hw.clone(), 1, f64::INFINITY);
     let mut plan = Vec::new();
     let mut next = 0;
-    let mut unavoidable = 0;
     let mut t0 = 0.0;
     while t0 < trace.duration - 1e-9 {
-        let t1 = (t0 + window_s).min(trace.duration);
+        let t1 = (t0 + WINDOW_S).min(trace.duration);
         let span = (t0, t1);
-        let (best, _, _) = misses_with(&cluster, cap, trace, next, span, slo_s, dt);
+        let (best, committed, after) = misses_with(&cluster, cap, trace, next, span, slo_s, dt);
         // The fewest replicas that do as well as the most: misses only fall as replicas rise.
+        // `hi` always does, and `chosen` is its run.
         let (mut lo, mut hi) = (0, cap);
+        let mut chosen = (committed, after);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if misses_with(&cluster, mid, trace, next, span, slo_s, dt).0 <= best {
+            let (missed, committed, after) =
+                misses_with(&cluster, mid, trace, next, span, slo_s, dt);
+            if missed <= best {
                 hi = mid;
+                chosen = (committed, after);
             } else {
                 lo = mid + 1;
             }
         }
-        let (missed, committed, after) = misses_with(&cluster, lo, trace, next, span, slo_s, dt);
-        unavoidable += missed.min(best);
-        cluster = committed;
-        next = after;
-        plan.push(lo);
+        (cluster, next) = chosen;
+        plan.push(hi);
         t0 = t1;
     }
-    let replica_minutes = price(&plan, window_s, hw.gpu.cold_start_s(), 1) / 60.0;
+    let replica_minutes = price(&plan, WINDOW_S, hw.gpu.cold_start_s(), 1) / 60.0;
     Bound {
         replica_minutes,
         plan,
-        window_s,
-        unavoidable_misses: unavoidable,
     }
 }
 

@@ -6,7 +6,7 @@
 //! (those still starting first, then the least loaded) drain what they hold before they stop.
 //! Every replica that exists, starting and draining included, is billed.
 
-use super::replica::{Event, Hardware, Phase, SimReplica};
+use super::replica::{FirstToken, Hardware, Phase, SimReplica};
 use super::trace::Request;
 use std::collections::VecDeque;
 
@@ -37,6 +37,11 @@ impl Default for Outcome {
 }
 
 impl Outcome {
+    /// Seconds to the first token, if one came (not rejected, not still waiting).
+    pub fn first_token_s(&self) -> Option<f64> {
+        (!self.rejected && !self.ttft.is_nan()).then(|| f64::from(self.ttft))
+    }
+
     pub fn record(&mut self, fate: Fate) {
         match fate {
             Fate::FirstToken { ttft } => self.ttft = ttft as f32,
@@ -58,7 +63,7 @@ pub struct Cluster {
     /// Changes of the desired count, and its highest value.
     pub scale_events: u32,
     pub peak: u32,
-    events: Vec<Event>,
+    events: Vec<FirstToken>,
 }
 
 impl Cluster {
@@ -101,7 +106,9 @@ impl Cluster {
             + self.held.len()
     }
 
-    fn route(&mut self, index: u32, request: &Request) {
+    /// A request arrives (or is released by the activator): to the least loaded ready replica,
+    /// or held.
+    pub fn arrive(&mut self, index: u32, request: &Request) {
         let target = self
             .replicas
             .iter_mut()
@@ -115,11 +122,6 @@ impl Cluster {
         }
     }
 
-    /// A request arrives.
-    pub fn arrive(&mut self, index: u32, request: &Request) {
-        self.route(index, request);
-    }
-
     /// Advances `[t, t + dt)`: readiness, the activator, every replica, then billing. Each
     /// request that gets its first token or is rejected is reported to `fate`.
     pub fn step(
@@ -129,19 +131,17 @@ impl Cluster {
         requests: &[Request],
         fate: &mut impl FnMut(u32, Fate),
     ) {
-        let mut became_ready = false;
         for r in &mut self.replicas {
             if let Phase::Starting { ready_at } = r.phase {
                 if ready_at <= t {
                     r.phase = Phase::Ready;
-                    became_ready = true;
                 }
             }
         }
-        if became_ready || (!self.held.is_empty() && self.ready() > 0) {
+        if !self.held.is_empty() && self.ready() > 0 {
             while let Some(index) = self.held.pop_front() {
                 let request = requests[index as usize];
-                self.route(index, &request);
+                self.arrive(index, &request);
             }
         }
         while let Some(&index) = self.held.front() {
@@ -158,11 +158,9 @@ impl Cluster {
                 r.step(&self.hw, t, dt, arrival, &mut events);
             }
         }
-        for event in events.drain(..) {
-            if let Event::FirstToken { request, at } = event {
-                let ttft = at - requests[request as usize].arrival;
-                fate(request, Fate::FirstToken { ttft });
-            }
+        for FirstToken { request, at } in events.drain(..) {
+            let ttft = at - requests[request as usize].arrival;
+            fate(request, Fate::FirstToken { ttft });
         }
         self.events = events;
         self.replicas

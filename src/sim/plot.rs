@@ -1,6 +1,7 @@
 //! Runs drawn as an SVG: for each policy, replicas and demand over time beside the TTFT that
 //! requests saw, with the SLO as a line.
 
+use super::report::quantile;
 use super::run::Run;
 use super::trace::Trace;
 use plotters::prelude::*;
@@ -15,24 +16,20 @@ pub struct Panel<'a> {
 /// counts as `cap`), as (window start, seconds).
 pub fn ttft_by_window(trace: &Trace, run: &Run, window_s: f64, cap: f64) -> Vec<(f64, f64)> {
     let windows = (trace.duration / window_s).ceil() as usize;
-    let mut groups: Vec<Vec<f64>> = vec![Vec::new(); windows.max(1)];
+    let mut groups: Vec<Vec<f32>> = vec![Vec::new(); windows.max(1)];
     for (request, outcome) in trace.requests.iter().zip(&run.outcomes) {
         let i = ((request.arrival / window_s) as usize).min(groups.len() - 1);
-        let ttft = if outcome.rejected || outcome.ttft.is_nan() {
-            cap
-        } else {
-            f64::from(outcome.ttft).min(cap)
-        };
-        groups[i].push(ttft);
+        let ttft = outcome.first_token_s().map_or(cap, |s| s.min(cap));
+        groups[i].push(ttft as f32);
     }
     groups
         .into_iter()
         .enumerate()
         .filter(|(_, g)| !g.is_empty())
         .map(|(i, mut g)| {
-            g.sort_by(f64::total_cmp);
-            let rank = ((g.len() as f64 * 0.95).ceil() as usize).clamp(1, g.len());
-            (i as f64 * window_s, g[rank - 1])
+            // The same p95 as the report's table.
+            g.sort_unstable_by(f32::total_cmp);
+            (i as f64 * window_s, quantile(&g, 0.95))
         })
         .collect()
 }

@@ -62,11 +62,11 @@ pub struct Seq {
     pub generated: f64,
 }
 
-/// What happened to one request on a replica during a step.
+/// A request's first token, during a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Event {
-    FirstToken { request: u32, at: f64 },
-    Finished { request: u32, at: f64 },
+pub struct FirstToken {
+    pub request: u32,
+    pub at: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -119,7 +119,7 @@ impl SimReplica {
         t: f64,
         dt: f64,
         arrival: impl Fn(u32) -> f64,
-        events: &mut Vec<Event>,
+        events: &mut Vec<FirstToken>,
     ) {
         let (gpu, kv_capacity, prefill_rate) = (&hw.gpu, hw.kv_capacity, hw.prefill_rate);
         self.cpu_seconds += dt * gpu.cpu_cores(self.running.len());
@@ -146,7 +146,7 @@ impl SimReplica {
         // request arrived.
         let end = t + dt;
         let mut used = 0.0;
-        let mut first_tokens = Vec::new();
+        let first = events.len();
         for seq in self.running.iter_mut().filter(|s| s.prefill_left > 0.0) {
             if used >= dt {
                 break;
@@ -157,18 +157,20 @@ impl SimReplica {
                 seq.prefill_left = 0.0;
                 seq.generated = 1.0;
                 let at = (arrival(seq.request) + need).max(t + used).min(end);
-                first_tokens.push((seq.request, at));
+                events.push(FirstToken {
+                    request: seq.request,
+                    at,
+                });
             } else {
                 seq.prefill_left -= (dt - used) * prefill_rate;
                 used = dt;
             }
         }
         let budget = dt - used;
-        let mut produced = first_tokens.len() as f64;
+        let mut produced = (events.len() - first) as f64;
         self.kv_tokens += produced;
-        for (request, at) in first_tokens {
-            self.record_ttft(at - arrival(request));
-            events.push(Event::FirstToken { request, at });
+        for e in &events[first..] {
+            self.record_ttft(e.at - arrival(e.request));
         }
         // Decode every sequence past its prefill with what is left of the step; a sequence
         // that reaches its output length finishes part-way through.
@@ -182,7 +184,6 @@ impl SimReplica {
         if decoding > 0 {
             let step_s = gpu.decode_step_s(context);
             let tokens = budget / step_s;
-            let start = t + dt - budget;
             let mut kv_delta = 0.0;
             self.running.retain_mut(|seq| {
                 if seq.prefill_left > 0.0 {
@@ -192,10 +193,6 @@ impl SimReplica {
                 if need <= tokens {
                     produced += need;
                     kv_delta -= f64::from(seq.prompt) + seq.generated;
-                    events.push(Event::Finished {
-                        request: seq.request,
-                        at: start + need * step_s,
-                    });
                     false
                 } else {
                     seq.generated += tokens;

@@ -26,7 +26,7 @@ pub struct Summary {
 }
 
 /// The q-quantile of sorted values, interpolated linearly between ranks.
-fn quantile(sorted: &[f32], q: f64) -> f64 {
+pub fn quantile(sorted: &[f32], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -40,7 +40,7 @@ fn quantile(sorted: &[f32], q: f64) -> f64 {
 pub fn misses(outcomes: &[Outcome], slo_s: f64) -> usize {
     outcomes
         .iter()
-        .filter(|o| o.rejected || o.ttft.is_nan() || f64::from(o.ttft) > slo_s)
+        .filter(|o| o.first_token_s().is_none_or(|ttft| ttft > slo_s))
         .count()
 }
 
@@ -54,8 +54,7 @@ pub fn summarize(policy: &str, run: &Run, slo_s: f64) -> Summary {
 pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
     let outcomes = || runs.iter().flat_map(|r| r.outcomes.iter());
     let mut ttfts: Vec<f32> = outcomes()
-        .filter(|o| !o.rejected && !o.ttft.is_nan())
-        .map(|o| o.ttft)
+        .filter_map(|o| o.first_token_s().map(|s| s as f32))
         .collect();
     ttfts.sort_unstable_by(f32::total_cmp);
     let requests = outcomes().count();

@@ -97,72 +97,49 @@ fn big() -> u32 {
 
 impl Lengths {
     pub fn sample(&self, rng: &mut Rng) -> u32 {
-        let (x, min, max) = match *self {
+        let x = match *self {
             Lengths::Constant { value } => return value.max(1),
             Lengths::Uniform { min, max } => {
                 let span = f64::from(max.saturating_sub(min)) + 1.0;
-                (f64::from(min) + (rng.uniform() * span).floor(), min, max)
+                f64::from(min) + (rng.uniform() * span).floor()
             }
-            Lengths::Lognormal {
-                mean,
-                sigma,
-                min,
-                max,
-            } => {
+            Lengths::Lognormal { mean, sigma, .. } => {
                 let mu = mean.ln() - sigma * sigma / 2.0;
-                ((mu + sigma * rng.normal()).exp().round(), min, max)
+                (mu + sigma * rng.normal()).exp().round()
             }
-            Lengths::Exponential { mean, min, max } => {
-                (rng.exponential(1.0 / mean).round(), min, max)
-            }
+            Lengths::Exponential { mean, .. } => rng.exponential(1.0 / mean).round(),
         };
-        (x.clamp(f64::from(min.max(1)), f64::from(max.max(1)))) as u32
+        let (min, max) = self.range().unwrap_or((1, u32::MAX));
+        x.clamp(f64::from(min.max(1)), f64::from(max.max(1))) as u32
+    }
+
+    /// The `[min, max]` a sample is clamped to (none for a constant).
+    fn range(&self) -> Option<(u32, u32)> {
+        match *self {
+            Lengths::Constant { .. } => None,
+            Lengths::Uniform { min, max }
+            | Lengths::Lognormal { min, max, .. }
+            | Lengths::Exponential { min, max, .. } => Some((min, max)),
+        }
     }
 
     /// The parameters make sense; the message names the distribution's field.
     pub fn validate(&self, what: &str) -> Result<(), String> {
         let bad = |m: String| Err(format!("{what}: {m}"));
+        if let Some((min, max)) = self.range().filter(|(min, max)| min > max) {
+            return bad(format!("min {min} is above max {max}"));
+        }
         match *self {
             Lengths::Constant { value: 0 } => bad("value must be at least 1".into()),
-            Lengths::Uniform { min, max } if min > max => {
-                bad(format!("min {min} is above max {max}"))
+            Lengths::Lognormal { mean, .. } | Lengths::Exponential { mean, .. }
+                if !(mean.is_finite() && mean > 0.0) =>
+            {
+                bad(format!("mean {mean} must be positive"))
             }
-            Lengths::Lognormal {
-                mean,
-                sigma,
-                min,
-                max,
-            } => {
-                if !(mean.is_finite() && mean > 0.0) {
-                    return bad(format!("mean {mean} must be positive"));
-                }
-                if !(sigma.is_finite() && sigma >= 0.0) {
-                    return bad(format!("sigma {sigma} must be >= 0"));
-                }
-                if min > max {
-                    return bad(format!("min {min} is above max {max}"));
-                }
-                Ok(())
-            }
-            Lengths::Exponential { mean, min, max } => {
-                if !(mean.is_finite() && mean > 0.0) {
-                    return bad(format!("mean {mean} must be positive"));
-                }
-                if min > max {
-                    return bad(format!("min {min} is above max {max}"));
-                }
-                Ok(())
+            Lengths::Lognormal { sigma, .. } if !(sigma.is_finite() && sigma >= 0.0) => {
+                bad(format!("sigma {sigma} must be >= 0"))
             }
             _ => Ok(()),
-        }
-    }
-
-    /// The mean of the distribution before clamping, for reports.
-    pub fn nominal_mean(&self) -> f64 {
-        match *self {
-            Lengths::Constant { value } => f64::from(value),
-            Lengths::Uniform { min, max } => (f64::from(min) + f64::from(max)) / 2.0,
-            Lengths::Lognormal { mean, .. } | Lengths::Exponential { mean, .. } => mean,
         }
     }
 }
