@@ -266,3 +266,5 @@ pub fn reconcile(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod per_pod_cases;

@@ -5,7 +5,10 @@
 //! [`external_per_pod`] on those integers: within tolerance of `value / (target x status
 //! replicas)` it keeps the status count, otherwise it asks for `ceil(value / target)`.
 //! [`external_value`] (a `Value` target) and [`resource_utilization`] (CPU) complete the HPA's
-//! calculator for the cases Kubernetes' own tests exercise.
+//! calculator for the cases Kubernetes' own tests exercise, and [`per_pod`] is its per-pod
+//! calculation with pods that gave no metric or are not ready (`calcPlainMetricReplicas` and
+//! `GetResourceReplicas`, second pass included): the rule infscale follows for a replica it
+//! could not read.
 
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +133,120 @@ pub fn resource_utilization(
         return Ok(current_replicas);
     }
     Ok(ceil_replicas(ratio * usage_milli.len() as f64))
+}
+
+/// One pod as the HPA's per-pod calculation sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pod {
+    /// Ready, with its metric (milli-units; for CPU, milli-cores used) and request (milli-cores;
+    /// 0 for a Pods metric).
+    Ready { value: i64, request: i64 },
+    /// Counted by the selector but gave no metric.
+    Missing { request: i64 },
+    /// Not ready (pending, or unready for CPU): its metric, if any, is not used.
+    Unready { request: i64 },
+}
+
+/// The target of a per-pod metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PodTarget {
+    /// A Pods metric's `AverageValue`, milli-units.
+    AverageValue(i64),
+    /// A Resource metric's `Utilization`, percent of the request.
+    Utilization(u32),
+}
+
+impl PodTarget {
+    /// The usage ratio over `(value, request)` entries, truncated as the HPA truncates.
+    fn ratio(self, entries: &[(i64, i64)]) -> f64 {
+        let sum = sum_milli(&entries.iter().map(|e| e.0).collect::<Vec<_>>());
+        match self {
+            PodTarget::AverageValue(target) => {
+                let usage = sum / entries.len().max(1) as i64;
+                usage as f64 / target as f64
+            }
+            PodTarget::Utilization(percent) => {
+                let requests = sum_milli(&entries.iter().map(|e| e.1).collect::<Vec<_>>());
+                if requests == 0 {
+                    return f64::NAN;
+                }
+                let utilization = sum.saturating_mul(100) / requests;
+                utilization as f64 / f64::from(percent)
+            }
+        }
+    }
+
+    /// What a missing pod counts as on the way down: the target (for CPU, `max(100%, target)` of
+    /// its request).
+    fn at_target(self, request: i64) -> i64 {
+        match self {
+            PodTarget::AverageValue(target) => target,
+            PodTarget::Utilization(percent) => request * i64::from(percent.max(100)) / 100,
+        }
+    }
+}
+
+/// A per-pod metric's proposal (`calcPlainMetricReplicas`, `GetResourceReplicas`). With every
+/// pod ready and reporting: `ceil(ratio x ready)` outside the tolerance. Otherwise a second pass:
+/// missing pods count at the target when the rest ask to scale down and at 0 when they ask to
+/// scale up (left out at a ratio of exactly 1); unready pods count at 0 on a scale-up only; and
+/// the current count is kept when the new ratio is within tolerance, flips the direction, or
+/// would move the count against it.
+pub fn per_pod(
+    pods: &[Pod],
+    target: PodTarget,
+    current: u32,
+    tolerances: Tolerances,
+) -> Result<u32, ReplicaError> {
+    let mut entries: Vec<(i64, i64)> = pods
+        .iter()
+        .filter_map(|p| match *p {
+            Pod::Ready { value, request } => Some((value, request)),
+            _ => None,
+        })
+        .collect();
+    if entries.is_empty() {
+        return Err(ReplicaError::NoReadyPods);
+    }
+    let ready = entries.len() as f64;
+    let ratio = target.ratio(&entries);
+    if ratio.is_nan() {
+        return Err(ReplicaError::NoRequests);
+    }
+    let missing = pods.iter().filter_map(|p| match *p {
+        Pod::Missing { request } => Some(request),
+        _ => None,
+    });
+    let unready = pods.iter().filter_map(|p| match *p {
+        Pod::Unready { request } => Some(request),
+        _ => None,
+    });
+    let any_missing = pods.iter().any(|p| matches!(p, Pod::Missing { .. }));
+    let scale_up_with_unready = ratio > 1.0 && pods.iter().any(|p| matches!(p, Pod::Unready { .. }));
+    if !scale_up_with_unready && !any_missing {
+        if tolerances.is_within(ratio) {
+            return Ok(current);
+        }
+        return Ok(ceil_replicas(ratio * ready));
+    }
+    if ratio < 1.0 {
+        entries.extend(missing.map(|request| (target.at_target(request), request)));
+    } else if ratio > 1.0 {
+        entries.extend(missing.map(|request| (0, request)));
+    }
+    if scale_up_with_unready {
+        entries.extend(unready.map(|request| (0, request)));
+    }
+    let new_ratio = target.ratio(&entries);
+    let flips = (ratio < 1.0 && new_ratio > 1.0) || (ratio > 1.0 && new_ratio < 1.0);
+    if tolerances.is_within(new_ratio) || flips {
+        return Ok(current);
+    }
+    let proposal = ceil_replicas(new_ratio * entries.len() as f64);
+    if (new_ratio < 1.0 && proposal > current) || (new_ratio > 1.0 && proposal < current) {
+        return Ok(current);
+    }
+    Ok(proposal)
 }
 
 #[cfg(test)]
