@@ -21,15 +21,129 @@ pub enum SourceError {
         source_name: String,
         error: std::io::Error,
     },
-    #[error("{source_name}: {error}")]
-    Http {
+    #[error("{source_name}: {cause}")]
+    Http { source_name: String, cause: Cause },
+    #[error("{source_name}: HTTP status {status}{}", said(message))]
+    Status {
         source_name: String,
-        error: reqwest::Error,
+        status: u16,
+        /// The server's own word on it: the first line of the body (or a JSON error's message).
+        message: Option<String>,
     },
-    #[error("{source_name}: HTTP status {status}")]
-    Status { source_name: String, status: u16 },
     #[error("{source_name}: larger than the {limit}-byte cap")]
     TooLarge { source_name: String, limit: usize },
+}
+
+fn said(message: &Option<String>) -> String {
+    message
+        .as_deref()
+        .map(|m| format!(" ({m})"))
+        .unwrap_or_default()
+}
+
+/// Why an HTTP exchange failed, by its cause rather than the client's wrapper text (which repeats
+/// the URL and hides whether the peer refused, hung or broke TLS).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text}")]
+pub struct Cause {
+    /// A short label for metrics: refused, reset, timeout, tls, dns, connect, body or transport.
+    pub kind: &'static str,
+    pub text: String,
+}
+
+/// The cause of a failed HTTP exchange, found along the error's source chain.
+pub fn cause(e: &reqwest::Error) -> Cause {
+    use std::error::Error;
+    use std::io::ErrorKind;
+    let mut io_kind = None;
+    let mut tls = None;
+    let mut innermost = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            io_kind = Some(io.kind());
+        }
+        if s.downcast_ref::<rustls::Error>().is_some() {
+            tls = Some(s.to_string());
+        }
+        innermost = s.to_string();
+        next = s.source();
+    }
+    let (kind, text) = match io_kind {
+        _ if e.is_timeout() => ("timeout", "timed out".to_owned()),
+        Some(ErrorKind::TimedOut) => ("timeout", "timed out".to_owned()),
+        Some(ErrorKind::ConnectionRefused) => ("refused", "connection refused".to_owned()),
+        Some(ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe) => {
+            ("reset", "connection reset by the peer".to_owned())
+        }
+        _ if tls.is_some() => ("tls", format!("TLS: {}", tls.unwrap_or_default())),
+        _ if innermost.contains("dns error") || innermost.contains("failed to lookup") => {
+            ("dns", format!("name not resolved: {innermost}"))
+        }
+        _ if e.is_connect() => ("connect", format!("cannot connect: {innermost}")),
+        _ if e.is_body() || e.is_decode() => ("body", format!("reading the body: {innermost}")),
+        _ => ("transport", innermost),
+    };
+    Cause { kind, text }
+}
+
+/// The longest server message kept from an error response.
+const MESSAGE_CHARS: usize = 200;
+
+/// What an error response's body says, bounded: a JSON error's `message` (llama.cpp's
+/// `{"error": {"message": "..."}}`, or a top-level `message`/`error` string), else its first
+/// non-empty line.
+pub fn status_message(body: &[u8]) -> Option<String> {
+    let json = serde_json::from_slice::<serde_json::Value>(body).ok();
+    let from_json = json.as_ref().and_then(|v| {
+        let error = v.get("error");
+        error
+            .and_then(|e| e.get("message"))
+            .or_else(|| v.get("message"))
+            .or(error)
+            .and_then(|m| m.as_str())
+            .map(str::to_owned)
+    });
+    let text = from_json.or_else(|| {
+        String::from_utf8_lossy(body)
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_owned)
+    })?;
+    let text: String = text
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MESSAGE_CHARS)
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
+/// The first bytes of an error response's body, enough for [`status_message`]; never the whole
+/// of a large body, never an error of its own.
+pub async fn error_body<B: hyper::body::Body>(body: B) -> Vec<u8> {
+    use bytes::Buf;
+    use http_body_util::BodyExt;
+    const KEEP: usize = 4096;
+    let mut body = std::pin::pin!(body);
+    let mut out = Vec::new();
+    let read = async {
+        while out.len() < KEEP {
+            let Some(Ok(frame)) = body.frame().await else {
+                break;
+            };
+            if let Ok(mut data) = frame.into_data() {
+                while data.has_remaining() && out.len() < KEEP {
+                    let chunk = data.chunk();
+                    let n = chunk.len().min(KEEP - out.len());
+                    out.extend_from_slice(&chunk[..n]);
+                    data.advance(n);
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), read).await;
+    out
 }
 
 /// A body read whole, or `Ok(None)` once it is known to pass `max` bytes (from its length, or
@@ -104,18 +218,20 @@ impl Reader {
     }
 
     async fn fetch(&self, url: &str) -> Result<Vec<u8>, SourceError> {
-        let http_error = |error| SourceError::Http {
+        let http_error = |error: reqwest::Error| SourceError::Http {
             source_name: url.to_owned(),
-            error,
+            cause: cause(&error),
         };
         let response = self.client.get(url).send().await.map_err(http_error)?;
-        if !response.status().is_success() {
+        let status = response.status();
+        let body = http::Response::from(response).into_body();
+        if !status.is_success() {
             return Err(SourceError::Status {
                 source_name: url.to_owned(),
-                status: response.status().as_u16(),
+                status: status.as_u16(),
+                message: status_message(&error_body(body).await),
             });
         }
-        let body = http::Response::from(response).into_body();
         read_capped(body, self.max_bytes)
             .await
             .map_err(http_error)?
@@ -133,5 +249,30 @@ impl Reader {
             });
         }
         Ok(page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_messages_say_what_the_server_said() {
+        let llama = br#"{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with `--metrics`","type":"not_supported_error"}}"#;
+        assert_eq!(
+            status_message(llama).as_deref(),
+            Some("This server does not support metrics endpoint. Start it with `--metrics`")
+        );
+        assert_eq!(
+            status_message(b"\n  upstream connect error\r\nmore").as_deref(),
+            Some("upstream connect error")
+        );
+        assert_eq!(
+            status_message(br#"{"message":"nope"}"#).as_deref(),
+            Some("nope")
+        );
+        assert_eq!(status_message(b""), None);
+        let long = vec![b'x'; 10_000];
+        assert_eq!(status_message(&long).map(|m| m.len()), Some(MESSAGE_CHARS));
     }
 }

@@ -149,7 +149,8 @@ fn decided_value(pages: &[&str], held: f64) -> f64 {
         status: None,
         replicas: &replicas,
         missing: 0,
-        held,
+        held: Some(held),
+        scraped_at: Some(0.0),
     };
     evaluate(
         &Policy::new(Metric::Queue, 24.0),
@@ -287,7 +288,7 @@ async fn keda_calls_against_a_stand_in_cluster() {
         .unwrap();
     assert!(text.contains("infscale_collectors 1"), "{text}");
     assert!(
-        text.contains("infscale_target_value{target=\"llm/chat\"} 1"),
+        text.contains("infscale_target_value{namespace=\"llm\",scaledobject=\"chat\",target=\"chat\",metric=\"queue\",threshold=\"24\"} 1"),
         "{text}"
     );
     drop(api);
@@ -334,8 +335,17 @@ async fn faulty_pods_do_not_vote_and_all_failing_is_an_error() {
     };
     let mixed = object("mixed", &meta("mixed"));
     let req = metrics_request(&mixed, "infscale-queue-mixed");
-    // The good pod reads 65 per replica, above the target: the four that fail count as nothing.
-    assert_eq!(value_when(&mut c, &req, Some(65.0)).await, 65.0);
+    // The good pod reads 65, above the target of 24: the four that fail count as nothing, as the
+    // HPA counts missing pods on the way up; 65 over 5 pods is below the target, which flips
+    // the direction, so the HPA keeps the 5 it has: 5 x 24.
+    assert_eq!(value_when(&mut c, &req, Some(120.0)).await, 120.0);
+    assert!(
+        c.is_active(mixed.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+    );
     let asked = Instant::now();
     c.get_metrics(req.clone()).await.unwrap();
     assert!(
@@ -349,18 +359,24 @@ async fn faulty_pods_do_not_vote_and_all_failing_is_an_error() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         let e = c.get_metrics(req.clone()).await.unwrap_err();
-        if e.message().contains("none of the 4 ready pods") || Instant::now() > deadline {
+        if e.message().contains("none of 4 ready replica(s)") || Instant::now() > deadline {
             break e;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     assert!(
-        status.message().contains("none of the 4 ready pods"),
+        status.message().contains("none of 4 ready replica(s)"),
         "{status:?}"
     );
-    let e = c.is_active(broken.clone()).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::Unavailable);
+    // Four pods that cannot be read may all be busy: active, never idle.
+    assert!(
+        c.is_active(broken.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

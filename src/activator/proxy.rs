@@ -153,7 +153,7 @@ impl Proxy {
                 None,
             );
         }
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let body = match Limited::new(body, self.max_body).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e)
@@ -175,7 +175,8 @@ impl Proxy {
                 )
             }
         };
-        let upstream = Upstream::new(&state, &parts, peer);
+        // Built at the first forward, not before: a held request carries only what it came with.
+        let mut upstream: Option<Upstream> = None;
         let arrived = Instant::now();
         let deadline = arrived + state.route.hold_timeout;
         let ticket = state.count_request();
@@ -209,7 +210,8 @@ impl Proxy {
             }
             let held_for = arrived.elapsed();
             // Boxed: a held request should not carry the forwarding state machine around.
-            match Box::pin(self.forward(&state, &upstream, body.clone())).await {
+            let upstream = upstream.get_or_insert_with(|| Upstream::new(&state, &mut parts, peer));
+            match Box::pin(self.forward(&state, upstream, body.clone())).await {
                 Ok(mut response) => {
                     if let Some(n) = ordinal {
                         counters.held_seconds.observe(held_for.as_secs_f64());
@@ -272,7 +274,8 @@ impl Proxy {
     }
 }
 
-/// The request as it goes upstream, built once however often it is sent.
+/// The request as it goes upstream, built once however often it is sent (taking the client's
+/// method and headers).
 struct Upstream {
     method: http::Method,
     uri: http::Uri,
@@ -280,7 +283,7 @@ struct Upstream {
 }
 
 impl Upstream {
-    fn new(state: &RouteState, parts: &http::request::Parts, peer: SocketAddr) -> Upstream {
+    fn new(state: &RouteState, parts: &mut http::request::Parts, peer: SocketAddr) -> Upstream {
         let route = &state.route;
         let mut uri = http::uri::Parts::default();
         uri.scheme = Some(http::uri::Scheme::HTTP);
@@ -294,7 +297,7 @@ impl Upstream {
         );
         // Scheme, authority and path are all present: this cannot fail.
         let uri = http::Uri::from_parts(uri).unwrap_or_default();
-        let mut headers = parts.headers.clone();
+        let mut headers = std::mem::take(&mut parts.headers);
         strip_hop_by_hop(&mut headers);
         let original_host = headers.insert(header::HOST, route.host_header.clone());
         if let Some(h) = original_host {
@@ -309,7 +312,7 @@ impl Upstream {
         }
         headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
         Upstream {
-            method: parts.method.clone(),
+            method: std::mem::take(&mut parts.method),
             uri,
             headers,
         }

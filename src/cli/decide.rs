@@ -71,7 +71,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         status: args.status,
         replicas: &replicas,
         missing,
-        held,
+        held: Some(held),
+        scraped_at: Some(now),
     };
     let decision = decide(&policy, &observation, &mut state);
     save_state(args.state.as_deref(), &state)?;
@@ -81,7 +82,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "current": decision.current,
             "desired": decision.desired,
             "value": decision.value,
-            "active": decision.active,
+            "active": decision.activity.is_active(),
+            "activity": decision.activity,
             "proposal": decision.proposal,
             "why": decision.why,
             "reasons": decision.lines,

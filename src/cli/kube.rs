@@ -161,7 +161,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         status,
         replicas: &replicas,
         missing,
-        held,
+        held: Some(held),
+        scraped_at: Some(now),
     };
     let decision = decide(&policy, &obs, &mut state);
     save_state(args.state.as_deref(), &state)?;

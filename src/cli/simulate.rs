@@ -71,6 +71,10 @@ pub struct SimArgs {
     /// Most replicas for policies that do not set max.
     #[arg(long, default_value_t = 8)]
     pub max: u32,
+    /// The chance (0 to 1) that each replica's scrape fails, to watch the fault rules work: a
+    /// replica not read keeps the target active and counts as the HPA counts a missing pod.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    pub unreadable: f64,
     #[command(flatten)]
     pub gpu: GpuArgs,
 }
@@ -136,6 +140,12 @@ impl SimArgs {
         for (flag, v) in positive {
             positive_seconds(flag, v)?;
         }
+        if !(0.0..=1.0).contains(&self.unreadable) {
+            anyhow::bail!(
+                "--unreadable {}: expected a fraction from 0 to 1",
+                self.unreadable
+            );
+        }
         Ok(Settings {
             mode: if self.mode == "hpa" {
                 Mode::Hpa
@@ -152,6 +162,7 @@ impl SimArgs {
             scrape_interval_s: self.scrape_interval,
             slo_ttft_s: self.slo_ttft,
             hold_timeout_s: self.hold_timeout,
+            unreadable: self.unreadable,
             ..Settings::default()
         })
     }

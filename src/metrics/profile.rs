@@ -209,6 +209,9 @@ pub enum ProfileError {
     },
     #[error("every line of the page is malformed ({skipped} skipped)")]
     Unusable { skipped: usize },
+    /// The page is another server's: a configuration error, not a failed scrape.
+    #[error("configured as a {configured} page, but the page is {seen}'s (set the server to {seen} or auto)")]
+    WrongServer { configured: Server, seen: Server },
 }
 
 /// A page read through a profile: the signals (or why there are none) and what the scan saw.
@@ -339,6 +342,17 @@ impl Accumulator {
         };
         let profile = server.profile();
         let tally = &self.tallies[server as usize];
+        let found_none = tally.running.is_none() && tally.waiting.is_none();
+        let seen = Server::ALL.into_iter().find(|s| {
+            let t = &self.tallies[*s as usize];
+            *s != server && (t.running.is_some() || t.waiting.is_some())
+        });
+        if let (true, Some(seen)) = (found_none, seen) {
+            return Err(ProfileError::WrongServer {
+                configured: server,
+                seen,
+            });
+        }
         let missing = |names: &'static [&'static str]| ProfileError::MissingSeries {
             server,
             missing: names.first().copied().unwrap_or("queue"),

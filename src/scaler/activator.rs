@@ -4,7 +4,10 @@
 //! events, one `data:` line of counts JSON per change), so a request held at the activator
 //! reaches the scaler, and KEDA through `StreamIsActive`, within milliseconds. Where there is no
 //! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue` every 500 ms.
-//! Responses and event lines are size-capped; failures are reported, and retried with backoff.
+//! Responses and event lines are size-capped and every read is bounded in time: a `/queue` that
+//! does not answer within [`REQUEST_TIMEOUT`], or a watch silent for [`WATCH_IDLE_TIMEOUT`] (the
+//! activator sends a keep-alive every 5 s), has failed. A failure is published as
+//! [`Counts::Failed`], never as zero held, and the follower reconnects with back-off.
 
 use super::metadata::ActivatorRef;
 use crate::counts::{HostCounts, QueueCounts};
@@ -15,6 +18,13 @@ use tokio::sync::watch;
 /// The largest counts document or event line accepted.
 const MAX_BYTES: usize = 1 << 20;
 const POLL_EVERY: Duration = Duration::from_millis(500);
+/// The longest wait for a `/queue` answer or the watch's response head.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest silence on a watch before it counts as stalled: under three of the activator's
+/// 5-second keep-alives.
+pub const WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
+/// Back-off between reconnects: from the first to the last, doubling.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
 
 /// What the follower last saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,16 +44,16 @@ pub fn follow(
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
     let task = tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = BACKOFF.0;
         loop {
             let outcome = watch_events(&http, &activator, &tx).await;
             match outcome {
                 Ok(Mode::NoWatch) => poll(&http, &activator, &tx).await,
-                Ok(Mode::Ended) => backoff = Duration::from_millis(100),
+                Ok(Mode::Ended) => backoff = BACKOFF.0,
                 Err(e) => {
-                    tracing::warn!(activator = %activator.url, error = %e, "activator unreachable");
-                    let _ = tx.send(Counts::Failed(e));
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    tracing::warn!(activator = %activator.url, error = %e, "the activator's held count cannot be read");
+                    publish(&tx, Counts::Failed(e));
+                    backoff = (backoff * 2).min(BACKOFF.1);
                 }
             }
             if tx.is_closed() {
@@ -74,12 +84,11 @@ async fn watch_events(
     tx: &watch::Sender<Counts>,
 ) -> Result<Mode, String> {
     let url = format!("{}/queue/watch", activator.url);
-    let mut response = http
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .send()
+    let request = http.get(&url).header("accept", "text/event-stream").send();
+    let mut response = tokio::time::timeout(REQUEST_TIMEOUT, request)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| format!("{url}: no answer within {REQUEST_TIMEOUT:?}"))?
+        .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
     if matches!(response.status().as_u16(), 404 | 405 | 501) {
         return Ok(Mode::NoWatch);
     }
@@ -88,7 +97,16 @@ async fn watch_events(
     }
     let mut line = Vec::new();
     let mut data = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+    loop {
+        let chunk = tokio::time::timeout(WATCH_IDLE_TIMEOUT, response.chunk())
+            .await
+            .map_err(|_| {
+                format!(
+                    "{url}: silent for {WATCH_IDLE_TIMEOUT:?} (no event, no keep-alive): stalled"
+                )
+            })?
+            .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
+        let Some(chunk) = chunk else { break };
         for &b in chunk.iter() {
             if b != b'\n' {
                 line.push(b);
@@ -117,18 +135,24 @@ async fn poll(http: &reqwest::Client, activator: &ActivatorRef, tx: &watch::Send
     let url = format!("{}/queue", activator.url);
     loop {
         let reading = async {
-            let response = http.get(&url).send().await.map_err(|e| e.to_string())?;
+            let response = http
+                .get(&url)
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
             if !response.status().is_success() {
                 return Err(format!("{url}: HTTP status {}", response.status()));
             }
             let body = http::Response::from(response).into_body();
             let doc = read_capped(body, MAX_BYTES)
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?
                 .ok_or_else(|| format!("{url}: counts over {MAX_BYTES} bytes"))?;
             host_counts(&doc, &activator.host)
-        }
-        .await;
+        };
+        let reading = tokio::time::timeout(REQUEST_TIMEOUT, reading)
+            .await
+            .unwrap_or_else(|_| Err(format!("{url}: no answer within {REQUEST_TIMEOUT:?}")));
         let new = match reading {
             Ok(c) => Counts::Seen(c),
             Err(e) => Counts::Failed(e),

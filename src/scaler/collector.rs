@@ -1,84 +1,109 @@
-//! One background task per scale target: discover its pods, scrape them, evaluate, publish.
+//! One background task per trigger: discover its pods, scrape them, evaluate, publish.
 //!
-//! Every `scrapeIntervalSeconds` the collector scrapes the target's Ready pods concurrently, reads
-//! each page through the server profile, turns counters into rates against the pod's previous
-//! scrape, and runs `scaling::evaluate` (the very function `decide` and the simulator run) for
-//! the value `GetMetrics` returns and the answer `IsActive` gives. A change in the activator's
-//! held count re-evaluates at once with the last pod readings, so `StreamIsActive` can push
-//! within milliseconds. Failures are published as errors, never as zero: all pods of a non-empty
-//! target failing, the pod list gone stale, or the activator unreadable while nothing runs.
+//! Two things feed a collector, and neither waits for the other. A scrape task, every
+//! `scrapeIntervalSeconds`, finds the target's Ready pods and scrapes them concurrently; the
+//! activator follower streams the held count. Each scrape round and each change of the held
+//! demand runs `scaling::evaluate` (the very function `decide` and the simulator run) on what is
+//! known at that instant, from the collector's first one: a request held before any pod list or
+//! scrape has arrived wakes the target within milliseconds. The core's rules decide what may be
+//! said: a replica that could not be read keeps the target active, never idle; a release is not
+//! read as idle before a scrape that began after it; with nothing known, the answer is an error,
+//! never zero.
 
 use super::activator::{self, Counts};
-use super::discovery::{Discovery, DiscoveryContext, PodEndpoint};
+use super::discovery::{Discovery, DiscoveryError, PodEndpoint};
 use super::metadata::TargetSpec;
-use super::scrape::Scraper;
-use super::telemetry::Telemetry;
+use super::scrape::{ScrapeError, Scraper};
+use super::telemetry::{Telemetry, TriggerSeries};
+use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::{read_page, Replica};
-use crate::scaling::{evaluate, Observation, ScalerState};
-use std::collections::BTreeMap;
+use crate::scaling::{evaluate, Activity, Observation, ScalerState};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
-use tokio::sync::watch;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-/// What a target's collector last concluded.
+/// What a trigger's collector last concluded.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reading {
-    /// No scrape has finished yet.
+    /// Nothing evaluated yet.
     Pending,
     Ready(Report),
-    /// The target cannot be read; KEDA should keep the current count.
-    Failed(String),
 }
 
 /// A finished evaluation: what KEDA is answered with (the reasons go to the debug log).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    /// The value for `GetMetrics`; `None` when no pod gave a sample for the metric.
-    pub value: Option<f64>,
-    /// The answer for `IsActive`.
-    pub active: bool,
+    /// The value for `GetMetrics`, or why there is none (KEDA's HPA keeps the current count).
+    pub value: Result<f64, String>,
+    /// The answer for `IsActive`, or why it cannot be told (KEDA neither wakes nor sleeps).
+    pub active: Result<bool, String>,
 }
 
 /// What every collector shares.
 #[derive(Clone)]
 pub struct Shared {
-    pub discovery: DiscoveryContext,
+    pub discovery: super::discovery::DiscoveryContext,
     pub scraper: Scraper,
     pub telemetry: Arc<Telemetry>,
     /// The clock every target's time is measured on.
     pub epoch: Instant,
 }
 
-/// The last scrape of the pods, kept for re-evaluation when only the held count changes.
+impl Shared {
+    fn now(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+}
+
+/// What the scrape task found in one round.
+enum Round {
+    /// The pods are not known: why.
+    NoPods(String),
+    Scraped {
+        started_at: f64,
+        pods: Vec<PodEndpoint>,
+        pages: Vec<(Result<Vec<u8>, ScrapeError>, Duration)>,
+    },
+}
+
+/// The pods as last scraped, kept for every evaluation until the next round.
+enum Pods {
+    Unknown(String),
+    Read(Scraped),
+}
+
 struct Scraped {
     /// The pods that were read; the others `failed`.
     replicas: Vec<Replica>,
     failed: usize,
     first_error: Option<String>,
+    started_at: f64,
 }
 
-impl Scraped {
-    /// Ready pods, read or not.
-    fn pods(&self) -> usize {
-        self.replicas.len() + self.failed
+impl Pods {
+    fn ready(&self) -> Option<usize> {
+        match self {
+            Pods::Unknown(_) => None,
+            Pods::Read(s) => Some(s.replicas.len() + s.failed),
+        }
     }
 }
 
-/// Starts a target's collector; it publishes on `tx` until aborted.
+/// Starts a trigger's collector; it publishes on `tx` until aborted or no one listens.
 pub fn spawn(
     shared: Shared,
     spec: TargetSpec,
     tx: watch::Sender<Reading>,
 ) -> tokio::task::JoinHandle<()> {
-    let span = tracing::info_span!("collector", target = %spec.label());
+    let span = tracing::info_span!("collector", trigger = %spec.key.replace('\n', " "));
     tokio::spawn(run(shared, spec, tx).instrument(span))
 }
 
 async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
-    let label = spec.label();
-    let _gauge = CollectorGauge::new(&shared.telemetry);
+    let series = TriggerSeries::new(&shared.telemetry, spec.series_labels());
     let (mut counts, _follower) = match &spec.activator {
         Some(a) => {
             let (rx, task) = activator::follow(shared.scraper.http.clone(), a.clone());
@@ -86,80 +111,48 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
         }
         None => (None, None),
     };
-    let mut discovery: Option<Discovery> = None;
+    let (rounds_tx, mut rounds) = mpsc::channel(1);
+    let _scrapes = AbortOnDrop(tokio::spawn(
+        scrape_rounds(shared.clone(), spec.clone(), rounds_tx).in_current_span(),
+    ));
     let mut state = ScalerState::default();
-    let mut last: Option<Scraped> = None;
+    let mut pods = Pods::Unknown("waiting for the first pod list".to_owned());
+    let mut log = ScrapeLog::default();
     // The held demand the last evaluation used: a change of the activator's counts that leaves
     // it as it was (RequestCount grows with every request) evaluates nothing.
-    let mut evaluated_held: Option<Result<f64, String>> = None;
-    let mut ticker = tokio::time::interval(spec.scrape_interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut evaluated_held: Option<Option<f64>> = None;
+    let mut follower_alive = counts.is_some();
     loop {
         let counts_changed = async {
             match counts.as_mut() {
-                Some(rx) => rx.changed().await.is_ok(),
-                None => std::future::pending().await,
+                Some(rx) if follower_alive => rx.changed().await.is_ok(),
+                _ => std::future::pending().await,
             }
         };
         tokio::select! {
-            _ = ticker.tick() => {
-                if discovery.is_none() {
-                    match Discovery::start(&shared.discovery, &spec).await {
-                        Ok(d) => discovery = Some(d),
-                        Err(e) => {
-                            publish(&tx, &shared, &label, Reading::Failed(e.to_string()));
-                            continue;
-                        }
-                    }
-                }
-                let pods = match discovery.as_ref().map(|d| d.pods(&shared.discovery)) {
-                    Some(Ok(pods)) => pods,
-                    Some(Err(e)) => {
-                        publish(&tx, &shared, &label, Reading::Failed(e.to_string()));
-                        continue;
-                    }
-                    None => continue,
-                };
-                last = Some(scrape_all(&shared, &spec, &label, &pods, &mut state.counters).await);
+            round = rounds.recv() => {
+                let Some(round) = round else { return };
+                pods = read_round(&spec, &series, &mut log, round, &mut state.counters);
             }
             alive = counts_changed => {
-                if !alive {
-                    counts = None;
-                    continue;
+                follower_alive = alive;
+                if let Some(rx) = &counts {
+                    series.activator_up(matches!(&*rx.borrow(), Counts::Seen(_)));
                 }
-                let unchanged = last.as_ref().is_some_and(|scraped| {
-                    evaluated_held.as_ref() == Some(&held_demand(counts.as_ref(), scraped.pods()))
-                });
-                if last.is_none() || unchanged {
+                let held = held_demand(counts.as_ref(), follower_alive, pods.ready());
+                if evaluated_held == Some(held) {
                     continue;
                 }
             }
         }
-        if let Some(scraped) = &last {
-            let held = held_demand(counts.as_ref(), scraped.pods());
-            evaluated_held = Some(held.clone());
-            let reading = conclude(&shared, &spec, scraped, held, &mut state);
-            publish(&tx, &shared, &label, reading);
-        }
+        let held = held_demand(counts.as_ref(), follower_alive, pods.ready());
+        evaluated_held = Some(held);
+        let report = conclude(&shared, &spec, &pods, held, counts.as_ref(), &mut state);
+        series.report(report.value.clone().ok(), report.active.clone().ok());
+        publish(&tx, &spec, report);
         if tx.is_closed() {
             return;
         }
-    }
-}
-
-/// Counts a collector in the collectors gauge while it lives.
-struct CollectorGauge(Arc<Telemetry>);
-
-impl CollectorGauge {
-    fn new(t: &Arc<Telemetry>) -> CollectorGauge {
-        t.collectors.inc();
-        CollectorGauge(t.clone())
-    }
-}
-
-impl Drop for CollectorGauge {
-    fn drop(&mut self) {
-        self.0.collectors.dec();
     }
 }
 
@@ -171,138 +164,248 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn scrape_all(
-    shared: &Shared,
+/// How often a pod list that has not arrived yet is looked at again within a round.
+const UNSYNCED_RETRY: Duration = Duration::from_millis(50);
+
+/// Discovers and scrapes every `scrapeIntervalSeconds`, handing each round to the collector.
+async fn scrape_rounds(shared: Shared, spec: TargetSpec, out: mpsc::Sender<Round>) {
+    let mut discovery: Option<Discovery> = None;
+    let mut ticker = tokio::time::interval(spec.scrape_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let round = one_round(&shared, &spec, &mut discovery).await;
+        if out.send(round).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn one_round(shared: &Shared, spec: &TargetSpec, discovery: &mut Option<Discovery>) -> Round {
+    if discovery.is_none() {
+        match Discovery::start(&shared.discovery, spec).await {
+            Ok(d) => *discovery = Some(d),
+            Err(e) => return Round::NoPods(e.to_string()),
+        }
+    }
+    let Some(d) = discovery.as_ref() else {
+        return Round::NoPods("no discovery".to_owned());
+    };
+    // A pod watch that has not listed yet: look again shortly rather than a whole round later.
+    let give_up = Instant::now() + spec.scrape_interval;
+    let pods = loop {
+        match d.pods(&shared.discovery) {
+            Err(DiscoveryError::NotSynced) if Instant::now() + UNSYNCED_RETRY < give_up => {
+                tokio::time::sleep(UNSYNCED_RETRY).await;
+            }
+            other => break other,
+        }
+    };
+    let pods = match pods {
+        Ok(pods) => pods,
+        Err(e) => return Round::NoPods(e.to_string()),
+    };
+    let started_at = shared.now();
+    let pages = shared.scraper.scrape_each(&pods, spec.scrape_timeout).await;
+    Round::Scraped {
+        started_at,
+        pods,
+        pages,
+    }
+}
+
+/// What was last logged per pod, so a failure is logged when it starts or changes, not on every
+/// scrape, and a wrong `server` once per trigger.
+#[derive(Default)]
+struct ScrapeLog {
+    failing: HashMap<String, String>,
+    wrong_server: bool,
+    no_pods: Option<String>,
+}
+
+fn read_round(
     spec: &TargetSpec,
-    label: &str,
-    pods: &[PodEndpoint],
+    series: &TriggerSeries,
+    log: &mut ScrapeLog,
+    round: Round,
     counters: &mut BTreeMap<String, Snapshot>,
-) -> Scraped {
-    let pages = shared.scraper.scrape_each(pods, spec.scrape_timeout).await;
-    let now = shared.epoch.elapsed().as_secs_f64();
-    let labels = Telemetry::target(label);
+) -> Pods {
+    let (started_at, pods, pages) = match round {
+        Round::NoPods(e) => {
+            if log.no_pods.as_ref() != Some(&e) {
+                tracing::warn!(error = %e, "the target's pods are not known");
+                log.no_pods = Some(e.clone());
+            }
+            return Pods::Unknown(e);
+        }
+        Round::Scraped {
+            started_at,
+            pods,
+            pages,
+        } => (started_at, pods, pages),
+    };
+    log.no_pods = None;
     let mut replicas = Vec::with_capacity(pods.len());
     let mut failed = 0;
     let mut first_error = None;
     for (pod, (page, took)) in pods.iter().zip(pages) {
-        shared
-            .telemetry
-            .scrape_seconds
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
+        series.scraped(took.as_secs_f64());
         let error = match page {
             Err(e) => {
-                let mut l = labels.clone();
-                l.push(("reason".to_owned(), e.reason().to_owned()));
-                shared.telemetry.scrape_errors.get_or_create(&l).inc();
+                series.scrape_failed(e.reason());
                 e.to_string()
             }
             Ok(bytes) => match read_page(&bytes, spec.server).signals {
                 Ok(signals) => {
+                    if log.failing.remove(&pod.name).is_some() {
+                        tracing::info!(pod = %pod.name, "scrape recovered; the pod votes again");
+                    }
                     replicas.push(Replica::from_scrape(
                         pod.name.clone(),
                         signals,
                         counters,
-                        now,
+                        started_at,
                         pod.cpu_request_cores,
                     ));
                     continue;
                 }
+                Err(ProfileError::WrongServer { configured, seen }) => {
+                    series.config_error("server", &seen.to_string());
+                    if !log.wrong_server {
+                        log.wrong_server = true;
+                        tracing::error!(
+                            pod = %pod.name, configured = %configured, seen = %seen,
+                            "configuration: trigger metadata server is {configured}, but the pods serve {seen}'s page; they do not vote until it is fixed"
+                        );
+                    }
+                    failed += 1;
+                    first_error.get_or_insert(format!(
+                        "{}: configured as {configured}, the page is {seen}'s",
+                        pod.name
+                    ));
+                    continue;
+                }
                 Err(e) => {
-                    let mut l = labels.clone();
-                    l.push(("reason".to_owned(), "unreadable".to_owned()));
-                    shared.telemetry.scrape_errors.get_or_create(&l).inc();
+                    series.scrape_failed("unreadable");
                     e.to_string()
                 }
             },
         };
-        tracing::warn!(target_name = %label, pod = %pod.name, error = %error, "scrape failed; the pod does not vote");
+        if log.failing.get(&pod.name) != Some(&error) {
+            tracing::warn!(pod = %pod.name, error = %error, "scrape failed; the pod does not vote");
+            log.failing.insert(pod.name.clone(), error.clone());
+        }
         failed += 1;
         first_error.get_or_insert(format!("{}: {error}", pod.name));
     }
     counters.retain(|name, _| pods.iter().any(|p| &p.name == name));
-    Scraped {
+    log.failing
+        .retain(|name, _| pods.iter().any(|p| &p.name == name));
+    Pods::Read(Scraped {
         replicas,
         failed,
         first_error,
-    }
-}
-
-/// The held requests to count, from the activator's latest counts (none without an activator),
-/// or why there is no reading: at zero, the activator is the only source of demand.
-fn held_demand(counts: Option<&watch::Receiver<Counts>>, pods: usize) -> Result<f64, String> {
-    let Some(rx) = counts else { return Ok(0.0) };
-    match &*rx.borrow() {
-        Counts::Seen(c) => Ok(c.held_demand(pods) as f64),
-        Counts::Unknown if pods == 0 => {
-            Err("no ready pods, and the activator's counts are not read yet".into())
-        }
-        Counts::Failed(e) if pods == 0 => Err(format!(
-            "no ready pods, and the activator cannot be read: {e}"
-        )),
-        _ => Ok(0.0),
-    }
-}
-
-/// The reading for the latest scrape and held demand.
-fn conclude(
-    shared: &Shared,
-    spec: &TargetSpec,
-    scraped: &Scraped,
-    held: Result<f64, String>,
-    state: &mut ScalerState,
-) -> Reading {
-    let pods = scraped.pods();
-    if pods > 0 && scraped.failed == pods {
-        return Reading::Failed(format!(
-            "none of the {pods} ready pods could be read ({})",
-            scraped
-                .first_error
-                .as_deref()
-                .unwrap_or("no error recorded")
-        ));
-    }
-    let held = match held {
-        Ok(held) => held,
-        Err(e) => return Reading::Failed(e),
-    };
-    let obs = Observation {
-        now: shared.epoch.elapsed().as_secs_f64(),
-        current: pods as u32,
-        status: Some(pods as u32),
-        replicas: &scraped.replicas,
-        missing: scraped.failed as u32,
-        held,
-    };
-    let eval = evaluate(&spec.policy, &obs, state);
-    tracing::debug!(value = ?eval.value, active = eval.active, reasons = ?eval.lines, "evaluated");
-    // No NaN, no infinity, no negative value ever leaves the scaler.
-    if eval.value.is_some_and(|v| !v.is_finite()) {
-        return Reading::Failed("the metric came out non-finite".into());
-    }
-    Reading::Ready(Report {
-        value: eval.value.map(|v| v.max(0.0)),
-        active: eval.active,
+        started_at,
     })
 }
 
-fn publish(tx: &watch::Sender<Reading>, shared: &Shared, label: &str, reading: Reading) {
-    let labels = Telemetry::target(label);
-    if let Reading::Ready(r) = &reading {
-        if let Some(v) = r.value {
-            shared.telemetry.value.get_or_create(&labels).set(v);
+/// The held requests to count (0 without an activator), or `None` when the activator's count is
+/// not read: at zero, the activator is the only source of demand, so its silence is never zero.
+fn held_demand(
+    counts: Option<&watch::Receiver<Counts>>,
+    follower_alive: bool,
+    ready: Option<usize>,
+) -> Option<f64> {
+    let Some(rx) = counts else { return Some(0.0) };
+    match &*rx.borrow() {
+        Counts::Seen(c) if follower_alive => Some(c.held_demand(ready.unwrap_or(0)) as f64),
+        _ => None,
+    }
+}
+
+/// Why the activator's count is not read, for the answer's error.
+fn held_error(counts: Option<&watch::Receiver<Counts>>) -> String {
+    match counts.map(|rx| rx.borrow().clone()) {
+        Some(Counts::Failed(e)) => format!("the activator cannot be read: {e}"),
+        Some(Counts::Unknown) => "the activator's counts are not read yet".to_owned(),
+        _ => "the activator follower stopped".to_owned(),
+    }
+}
+
+/// The report for what is known now.
+fn conclude(
+    shared: &Shared,
+    spec: &TargetSpec,
+    pods: &Pods,
+    held: Option<f64>,
+    counts: Option<&watch::Receiver<Counts>>,
+    state: &mut ScalerState,
+) -> Report {
+    let empty = Vec::new();
+    let (replicas, failed, scraped_at) = match pods {
+        Pods::Unknown(_) => (&empty, 0, None),
+        Pods::Read(s) => (&s.replicas, s.failed, Some(s.started_at)),
+    };
+    let ready = (replicas.len() + failed) as u32;
+    let obs = Observation {
+        now: shared.now(),
+        current: ready,
+        status: Some(ready),
+        replicas,
+        missing: failed as u32,
+        held,
+        scraped_at,
+    };
+    let eval = evaluate(&spec.policy, &obs, state);
+    tracing::debug!(value = ?eval.value, activity = ?eval.activity, reasons = ?eval.lines, "evaluated");
+    // Say why, with the cause underneath: the pods' or the activator's error.
+    let because = || {
+        let mut why = Vec::new();
+        match pods {
+            Pods::Unknown(e) => why.push(format!("pods not known: {e}")),
+            Pods::Read(s) => why.extend(s.first_error.clone()),
         }
-        shared
-            .telemetry
-            .active
-            .get_or_create(&labels)
-            .set(i64::from(r.active));
+        if held.is_none() {
+            why.push(held_error(counts));
+        }
+        why.join("; ")
+    };
+    let value = match eval.value {
+        // No NaN, no infinity, no negative value ever leaves the scaler.
+        Some(v) if v.is_finite() => Ok(v.max(0.0)),
+        Some(_) => Err("the metric came out non-finite".to_owned()),
+        None => Err(with_cause(eval.why_no_value(), &because())),
+    };
+    let active = match eval.activity {
+        Activity::Active => Ok(true),
+        Activity::Idle => Ok(false),
+        Activity::Unknown => Err(with_cause(eval.why_activity(), &because())),
+    };
+    Report { value, active }
+}
+
+fn with_cause(why: &str, cause: &str) -> String {
+    if cause.is_empty() {
+        why.to_owned()
+    } else {
+        format!("{why} ({cause})")
     }
-    if let Reading::Failed(e) = &reading {
-        tracing::warn!(target_name = %label, error = %e, "target has no reading");
-    }
+}
+
+/// Publishes a report, waking the calls and streams that wait only when it changed.
+fn publish(tx: &watch::Sender<Reading>, spec: &TargetSpec, report: Report) {
     tx.send_if_modified(|current| {
+        let reading = Reading::Ready(report);
         let changed = *current != reading;
+        if changed {
+            if let Reading::Ready(Report {
+                value: Err(v),
+                active: Err(a),
+            }) = &reading
+            {
+                tracing::warn!(target_name = %spec.label(), value = %v, active = %a, "the trigger has no reading");
+            }
+        }
         *current = reading;
         changed
     });

@@ -293,12 +293,10 @@ impl TargetSpec {
                 })
             }
         };
-        let mut key = namespace.clone();
+        // One collector per ScaledObject and trigger: its series and logs name both.
+        let mut key = format!("{namespace}\nscaledObject={name}");
         for (k, v) in &used {
             key.push_str(&format!("\n{k}={v}"));
-        }
-        if !used.contains_key("deployment") && !used.contains_key("podSelector") {
-            key.push_str(&format!("\ndeployment={name}"));
         }
         Ok(TargetSpec {
             namespace,
@@ -314,6 +312,25 @@ impl TargetSpec {
             scrape_timeout: Duration::from_secs_f64(scrape_timeout),
             key,
         })
+    }
+
+    /// The labels of the trigger's own series on the scaler's `/metrics`: the ScaledObject, the
+    /// scale target, and the trigger's metric and threshold.
+    pub fn series_labels(&self) -> Vec<(String, String)> {
+        let target = match &self.pods {
+            Pods::Deployment(d) => d.clone(),
+            Pods::Selector(s) => format!("{{{s}}}"),
+        };
+        vec![
+            ("namespace".to_owned(), self.namespace.clone()),
+            ("scaledobject".to_owned(), self.name.clone()),
+            ("target".to_owned(), target),
+            ("metric".to_owned(), self.policy.metric.to_string()),
+            (
+                "threshold".to_owned(),
+                crate::scaling::demand::fmt(self.policy.target),
+            ),
+        ]
     }
 
     /// What the target is called in logs and metrics: `namespace/deployment` or the selector.

@@ -6,7 +6,7 @@
 //! memory or a stuck collector.
 
 use super::discovery::{Address, PodEndpoint};
-use crate::source::read_capped;
+use crate::source::{cause, error_body, read_capped, status_message, Cause};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -14,14 +14,14 @@ use tokio::sync::Semaphore;
 /// Why a pod's page could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScrapeError {
-    #[error("no answer within {0:?}")]
+    #[error("timed out: no page within {0:?}")]
     Timeout(Duration),
-    #[error("HTTP status {0}")]
-    Status(u16),
+    #[error("HTTP status {}{}", .0, .1.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
+    Status(u16, Option<String>),
     #[error("page larger than the {0}-byte cap")]
     TooLarge(usize),
     #[error("{0}")]
-    Transport(String),
+    Transport(Cause),
     #[error("pod proxy needs the Kubernetes API")]
     NoApi,
 }
@@ -31,9 +31,9 @@ impl ScrapeError {
     pub fn reason(&self) -> &'static str {
         match self {
             ScrapeError::Timeout(_) => "timeout",
-            ScrapeError::Status(_) => "status",
+            ScrapeError::Status(..) => "status",
             ScrapeError::TooLarge(_) => "too_large",
-            ScrapeError::Transport(_) => "transport",
+            ScrapeError::Transport(c) => c.kind,
             ScrapeError::NoApi => "no_api",
         }
     }
@@ -56,11 +56,12 @@ impl Scraper {
         timeout: Duration,
     ) -> Result<Vec<u8>, ScrapeError> {
         let work = async {
-            let _permit = self
-                .permits
-                .acquire()
-                .await
-                .map_err(|e| ScrapeError::Transport(e.to_string()))?;
+            let _permit = self.permits.acquire().await.map_err(|e| {
+                ScrapeError::Transport(Cause {
+                    kind: "transport",
+                    text: e.to_string(),
+                })
+            })?;
             match &pod.address {
                 Address::Url(url) => self.fetch(url).await,
                 Address::Proxy(path) => self.via_proxy(path).await,
@@ -92,7 +93,7 @@ impl Scraper {
             .get(url)
             .send()
             .await
-            .map_err(|e| ScrapeError::Transport(e.to_string()))?;
+            .map_err(|e| ScrapeError::Transport(cause(&e)))?;
         self.page(http::Response::from(response)).await
     }
 
@@ -102,24 +103,37 @@ impl Scraper {
         B: hyper::body::Body,
         B::Error: std::fmt::Display,
     {
-        if !response.status().is_success() {
-            return Err(ScrapeError::Status(response.status().as_u16()));
+        let status = response.status();
+        if !status.is_success() {
+            let said = status_message(&error_body(response.into_body()).await);
+            return Err(ScrapeError::Status(status.as_u16(), said));
         }
         read_capped(response.into_body(), self.max_bytes)
             .await
-            .map_err(|e| ScrapeError::Transport(e.to_string()))?
+            .map_err(|e| {
+                ScrapeError::Transport(Cause {
+                    kind: "body",
+                    text: format!("reading the body: {e}"),
+                })
+            })?
             .ok_or(ScrapeError::TooLarge(self.max_bytes))
     }
 
     async fn via_proxy(&self, path: &str) -> Result<Vec<u8>, ScrapeError> {
         let client = self.kube.as_ref().ok_or(ScrapeError::NoApi)?;
+        let transport = |e: String| {
+            ScrapeError::Transport(Cause {
+                kind: "transport",
+                text: e,
+            })
+        };
         let request = http::Request::get(path)
             .body(kube::client::Body::empty())
-            .map_err(|e| ScrapeError::Transport(e.to_string()))?;
+            .map_err(|e| transport(e.to_string()))?;
         let response = client
             .send(request)
             .await
-            .map_err(|e| ScrapeError::Transport(e.to_string()))?;
+            .map_err(|e| transport(format!("through the API server's pod proxy: {e}")))?;
         self.page(response).await
     }
 }

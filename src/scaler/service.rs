@@ -1,8 +1,9 @@
 //! The `externalscaler.ExternalScaler` gRPC service KEDA calls.
 //!
 //! Every call reads the trigger's metadata, finds (or starts) the target's collector, and answers
-//! from the collector's latest reading: memory only, never a scrape. A target that cannot be read
-//! answers with an error (KEDA then keeps the current replica count), never with zero.
+//! from the collector's latest reading: memory only, never a scrape. A value or an activity that
+//! cannot be told answers with an error (KEDA then keeps the current replica count, and neither
+//! wakes nor sleeps the target), never with zero.
 
 use super::collector::{Reading, Report};
 use super::metadata::{AllowedActivators, TargetSpec};
@@ -42,13 +43,16 @@ impl Scaler {
 
     fn report(target: &Target) -> Result<Report, Status> {
         match &*target.reading.borrow() {
-            Reading::Ready(r) => Ok(*r),
+            Reading::Ready(r) => Ok(r.clone()),
             Reading::Pending => Err(Status::unavailable(format!(
-                "{}: the first scrape has not finished yet",
+                "{}: nothing read yet",
                 target.spec.label()
             ))),
-            Reading::Failed(e) => Err(Status::unavailable(format!("{}: {e}", target.spec.label()))),
         }
+    }
+
+    fn unavailable(target: &Target, why: &str) -> Status {
+        Status::unavailable(format!("{}: {why}", target.spec.label()))
     }
 
     fn count<T>(&self, method: &str, result: Result<T, Status>) -> Result<T, Status> {
@@ -81,10 +85,12 @@ impl ExternalScaler for Scaler {
         &self,
         request: Request<ScaledObjectRef>,
     ) -> Result<Response<IsActiveResponse>, Status> {
-        let result = self
-            .target(request.get_ref())
-            .and_then(|t| Self::report(&t))
-            .map(|r| Response::new(IsActiveResponse { result: r.active }));
+        let result = self.target(request.get_ref()).and_then(|t| {
+            let active = Self::report(&t)?
+                .active
+                .map_err(|why| Self::unavailable(&t, &why))?;
+            Ok(Response::new(IsActiveResponse { result: active }))
+        });
         self.count("IsActive", result)
     }
 
@@ -104,9 +110,14 @@ impl ExternalScaler for Scaler {
             heartbeat.tick().await;
             loop {
                 let active = match &*reading.borrow_and_update() {
-                    Reading::Ready(r) => Some(r.active),
-                    _ => None,
+                    Reading::Ready(r) => r.active.clone().ok(),
+                    Reading::Pending => None,
                 };
+                // Only a known answer is pushed (and repeated): while activity cannot be told,
+                // the stream is silent, so a `true` is never repeated past its truth.
+                if active.is_none() {
+                    sent = None;
+                }
                 if let Some(active) = active {
                     if sent != Some(active) {
                         if tx
@@ -172,14 +183,9 @@ impl ExternalScaler for Scaler {
                     req.metric_name
                 )));
             }
-            let report = Self::report(&target)?;
-            let value = report.value.ok_or_else(|| {
-                Status::unavailable(format!(
-                    "{}: no pod gave a {} sample (the HPA keeps the current count)",
-                    target.spec.label(),
-                    target.spec.policy.metric
-                ))
-            })?;
+            let value = Self::report(&target)?
+                .value
+                .map_err(|why| Self::unavailable(&target, &why))?;
             Ok(Response::new(GetMetricsResponse {
                 metric_values: vec![metric_value(name, value)],
             }))

@@ -1,5 +1,7 @@
 //! The scaler's own `/metrics`: what it scraped, how long it took, what failed, and what it told
-//! KEDA, per target; plus how many collectors run and the gRPC calls it answered.
+//! KEDA, per trigger (namespace, ScaledObject, scale target, metric and threshold); plus how many
+//! collectors run and the gRPC calls it answered. A trigger's series live as long as its
+//! collector: [`TriggerSeries`] removes them when it stops.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -7,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 type Labels = Vec<(String, String)>;
 
@@ -21,6 +24,8 @@ pub struct Telemetry {
     pub scrape_errors: Family<Labels, Counter>,
     pub value: Family<Labels, Gauge<f64, AtomicU64>>,
     pub active: Family<Labels, Gauge>,
+    pub activator_up: Family<Labels, Gauge>,
+    pub config_errors: Family<Labels, Gauge>,
     pub collectors: Gauge,
     pub grpc_calls: Family<Labels, Counter>,
 }
@@ -39,6 +44,8 @@ impl Telemetry {
         let scrape_errors = Family::<Labels, Counter>::default();
         let value = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let active = Family::<Labels, Gauge>::default();
+        let activator_up = Family::<Labels, Gauge>::default();
+        let config_errors = Family::<Labels, Gauge>::default();
         let collectors = Gauge::default();
         let grpc_calls = Family::<Labels, Counter>::default();
         registry.register(
@@ -61,6 +68,16 @@ impl Telemetry {
             "Whether a target is active (what IsActive returns)",
             active.clone(),
         );
+        registry.register(
+            "activator_up",
+            "Whether the trigger's activator counts are read (1) or failing (0)",
+            activator_up.clone(),
+        );
+        registry.register(
+            "config_errors",
+            "Trigger metadata that does not fit what the pods serve (key, and what was seen)",
+            config_errors.clone(),
+        );
         registry.register("collectors", "Collectors running", collectors.clone());
         registry.register(
             "grpc_calls",
@@ -73,13 +90,11 @@ impl Telemetry {
             scrape_errors,
             value,
             active,
+            activator_up,
+            config_errors,
             collectors,
             grpc_calls,
         }
-    }
-
-    pub fn target(label: &str) -> Labels {
-        vec![("target".to_owned(), label.to_owned())]
     }
 
     pub fn call(&self, method: &str, code: tonic::Code) {
@@ -93,5 +108,108 @@ impl Telemetry {
     /// The exposition text.
     pub fn render(&self) -> String {
         crate::exposition_http::exposition(&self.registry)
+    }
+}
+
+/// One trigger's series, removed from every family when dropped (its collector stopped).
+pub struct TriggerSeries {
+    telemetry: Arc<Telemetry>,
+    labels: Labels,
+    /// Label sets created beyond `labels` (error reasons, configuration keys).
+    extra: Mutex<Vec<Labels>>,
+}
+
+impl TriggerSeries {
+    /// Counts a running collector until dropped.
+    pub fn new(telemetry: &Arc<Telemetry>, labels: Labels) -> TriggerSeries {
+        telemetry.collectors.inc();
+        TriggerSeries {
+            telemetry: telemetry.clone(),
+            labels,
+            extra: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    fn with(&self, key: &str, value: &str) -> Labels {
+        let mut l = self.labels.clone();
+        l.push((key.to_owned(), value.to_owned()));
+        l
+    }
+
+    fn remember(&self, labels: Labels) {
+        if let Ok(mut extra) = self.extra.lock() {
+            if !extra.contains(&labels) {
+                extra.push(labels);
+            }
+        }
+    }
+
+    pub fn scraped(&self, seconds: f64) {
+        let t = &self.telemetry;
+        t.scrape_seconds
+            .get_or_create(&self.labels)
+            .observe(seconds);
+    }
+
+    pub fn scrape_failed(&self, reason: &str) {
+        let l = self.with("reason", reason);
+        self.telemetry.scrape_errors.get_or_create(&l).inc();
+        self.remember(l);
+    }
+
+    /// A metadata key that does not fit what was seen (e.g. `server`).
+    pub fn config_error(&self, key: &str, seen: &str) {
+        let mut l = self.with("key", key);
+        l.push(("seen".to_owned(), seen.to_owned()));
+        self.telemetry.config_errors.get_or_create(&l).set(1);
+        self.remember(l);
+    }
+
+    pub fn report(&self, value: Option<f64>, active: Option<bool>) {
+        let t = &self.telemetry;
+        match value {
+            Some(v) => {
+                t.value.get_or_create(&self.labels).set(v);
+            }
+            None => {
+                t.value.remove(&self.labels);
+            }
+        }
+        match active {
+            Some(a) => {
+                t.active.get_or_create(&self.labels).set(i64::from(a));
+            }
+            None => {
+                t.active.remove(&self.labels);
+            }
+        }
+    }
+
+    pub fn activator_up(&self, up: bool) {
+        let t = &self.telemetry;
+        t.activator_up
+            .get_or_create(&self.labels)
+            .set(i64::from(up));
+    }
+}
+
+impl Drop for TriggerSeries {
+    fn drop(&mut self) {
+        let t = &self.telemetry;
+        t.collectors.dec();
+        t.scrape_seconds.remove(&self.labels);
+        t.value.remove(&self.labels);
+        t.active.remove(&self.labels);
+        t.activator_up.remove(&self.labels);
+        if let Ok(extra) = self.extra.lock() {
+            for labels in extra.iter() {
+                t.scrape_errors.remove(labels);
+                t.config_errors.remove(labels);
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! prints and the simulator applies). One path for every job, so the replica count that the HPA
 //! derives from `serve`'s value is the count `decide` prints.
 
+use super::activity::{self, Activity, Facts, HeldMemory};
 use super::demand::{fmt, measure, Demand, Observation};
 use super::hpa::{self, replicas, Limited, Outcome, Reconciled};
 use super::keda;
@@ -27,21 +28,39 @@ pub struct ScalerState {
     /// Each source's counters at its last scrape, for rates on the next.
     #[serde(default)]
     pub counters: BTreeMap<String, Snapshot>,
+    /// The held count last read, and when requests were last held (the release rule).
+    #[serde(default)]
+    pub held: HeldMemory,
 }
 
 /// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
     pub demand: Demand,
-    /// The metric value after the lookahead; `None` when no replica gave a sample.
+    /// The metric value after the lookahead; `None` when there is none to give (no replica gave
+    /// a sample, or the pods are not known): KEDA's HPA then keeps the current count.
     pub value: Option<f64>,
-    pub active: bool,
+    /// The answer to `IsActive`: active, idle, or (something unread) not known.
+    pub activity: Activity,
     pub lines: Vec<String>,
 }
 
-/// Measures demand, applies the cold-start lookahead and judges activity (`IsActive`), updating
-/// the trend in `state`.
+impl Evaluation {
+    /// Why there is no value: the reason the measurement gave.
+    pub fn why_no_value(&self) -> &str {
+        self.demand.lines.first().map_or("no value", String::as_str)
+    }
+
+    /// Why the activity is what it is (the last reason line).
+    pub fn why_activity(&self) -> &str {
+        self.lines.last().map_or("", String::as_str)
+    }
+}
+
+/// Measures demand, applies the cold-start lookahead and judges activity (`IsActive`, by
+/// [`activity::judge`]), updating the trend and the held memory in `state`.
 pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Evaluation {
+    state.held.note(obs.held, obs.now);
     let demand = measure(policy, obs);
     let mut lines = demand.lines.clone();
     let value = demand.value.map(|v| {
@@ -70,11 +89,19 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         }
         p.value
     });
-    let active = keda::is_active(demand.in_flight, policy.activation);
+    let (activity, line) = activity::judge(&Facts {
+        in_flight: demand.in_flight,
+        activation: policy.activation,
+        missing: obs.missing,
+        pods_known: obs.scraped_at.is_some(),
+        held_known: obs.held.is_some(),
+        scraped_since_held: state.held.seen_by(obs.scraped_at),
+    });
+    lines.push(line);
     Evaluation {
         demand,
         value,
-        active,
+        activity,
         lines,
     }
 }
@@ -130,7 +157,8 @@ pub struct Decision {
     pub desired: u32,
     /// The value `serve` would return to KEDA for the same inputs.
     pub value: Option<f64>,
-    pub active: bool,
+    /// What `serve` would answer `IsActive` with.
+    pub activity: Activity,
     /// The HPA's raw proposal from the value, when one was made.
     pub proposal: Option<u32>,
     pub why: Why,
@@ -226,7 +254,7 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
         current,
         desired,
         value: eval.value,
-        active: eval.active,
+        activity: eval.activity,
         proposal,
         why,
         lines,
@@ -235,12 +263,12 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
         policy.min,
         policy.cooldown_s,
         current,
-        eval.active,
+        eval.activity,
         &mut state.last_active,
         obs.now,
     );
     match poll {
-        keda::Poll::Activate { to } if !eval.active => {
+        keda::Poll::Activate { to } if !eval.activity.is_active() => {
             lines.push(format!(
                 "at zero below min {}: KEDA restores the minimum",
                 policy.min
@@ -264,7 +292,15 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
             done(desired, wanted, Why::Activate, lines)
         }
         keda::Poll::Keep { .. } if current == 0 => {
-            lines.push("at zero and nothing in flight: stay at zero".to_owned());
+            lines.push(
+                match eval.activity {
+                    Activity::Unknown => {
+                        "at zero, activity not known: KEDA neither wakes nor sleeps"
+                    }
+                    _ => "at zero and nothing in flight: stay at zero",
+                }
+                .to_owned(),
+            );
             done(0, None, Why::Idle, lines)
         }
         keda::Poll::ToZero { idle_s } => {
@@ -272,7 +308,12 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
             done(0, None, Why::IdleToZero, lines)
         }
         keda::Poll::Keep { idle_s } => {
-            if policy.min == 0 && !eval.active {
+            if policy.min == 0 && eval.activity == Activity::Unknown {
+                lines.push(
+                    "activity not known: KEDA sees an error, and never scales to zero on one"
+                        .to_owned(),
+                );
+            } else if policy.min == 0 && !eval.activity.is_active() {
                 lines.push(format!(
                     "idle for {} s of the {} s cooldown: keep at least 1",
                     fmt(idle_s.unwrap_or(0.0)),

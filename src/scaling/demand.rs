@@ -5,12 +5,14 @@
 //! replicas for queue, waiting and running (plus requests held at an activator, which at zero
 //! are the only demand there is); the sum of per-replica utilisations for kv and cpu (so
 //! `ceil(value / target)` is the HPA's `ceil(ratio x reporting replicas)`); the fleet TTFT p95
-//! times the replicas that observed one; and seed 002's R_needed for occupancy. Replicas that
-//! are ready but could not be read, or have no sample for the metric, do not vote; as the HPA does
-//! with a missing pod, they count at the target when the rest read below it (so a fault never
-//! pulls the count down) and at nothing when the rest read above it. With no replica readable,
-//! there is no value at all, never a zero.
+//! times the replicas that observed one; and R_needed (the occupancy ratio) for occupancy.
+//! Replicas that are ready but could not be read, or have no sample for the metric, do not vote:
+//! they count as the HPA counts a pod with no metric (at the target when the rest ask to scale
+//! down, at 0 when they ask to scale up, and the current count is kept when that flips the
+//! direction), and the value returned is the one that makes the HPA ask for that count. With no
+//! replica readable, or the pods not known, there is no value at all, never a zero.
 
+use super::hpa::replicas::{self, per_pod, Pod, PodTarget};
 use super::policy::{Metric, Policy};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::Replica;
@@ -28,8 +30,12 @@ pub struct Observation<'a> {
     pub replicas: &'a [Replica],
     /// Ready replicas that could not be read.
     pub missing: u32,
-    /// Requests held at the activator for this target.
-    pub held: f64,
+    /// Requests held at the activator for this target (0 without one); `None` when the
+    /// activator's count cannot be read.
+    pub held: Option<f64>,
+    /// When the replicas' scrape began, on the caller's clock; `None` when the pods are not known
+    /// (no pod list yet, or it cannot be read).
+    pub scraped_at: Option<f64>,
 }
 
 impl Observation<'_> {
@@ -54,31 +60,46 @@ pub struct Demand {
 /// Computes the metric's value for a policy from an observation.
 pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
     let mut lines = Vec::new();
+    let held_read = obs.held.unwrap_or(0.0);
     let in_flight = obs
         .replicas
         .iter()
         .map(|r| r.in_flight().unwrap_or(r.waiting()))
         .sum::<f64>()
-        + obs.held;
+        + held_read;
     let (samples, reporting) = per_replica(policy.metric, obs.replicas);
     let silent = obs.replicas.len() as u32 - reporting;
     let not_voting = obs.missing + silent;
     let held = if policy.metric.counts_held() {
-        obs.held
+        held_read
     } else {
         0.0
     };
-    let mut value = if reporting == 0 {
-        if obs.replicas.is_empty() && obs.missing == 0 && policy.metric.counts_held() {
-            lines.push(format!(
-                "no ready replica: {} = {} held",
-                policy.metric,
-                fmt(held)
-            ));
-            Some(held)
-        } else {
-            lines.push(no_sample_line(policy.metric, obs));
-            None
+    let at_zero = obs.replicas.is_empty() && obs.missing == 0;
+    let mut value = if obs.scraped_at.is_none() {
+        lines.push("the pods are not known yet: no value".to_owned());
+        None
+    } else if reporting == 0 {
+        match obs.held {
+            Some(_) if at_zero && policy.metric.counts_held() => {
+                lines.push(format!(
+                    "no ready replica: {} = {} held",
+                    policy.metric,
+                    fmt(held)
+                ));
+                Some(held)
+            }
+            None if at_zero => {
+                lines.push(
+                    "no ready replica, and the activator's held count cannot be read: no value"
+                        .to_owned(),
+                );
+                None
+            }
+            _ => {
+                lines.push(no_sample_line(policy.metric, obs));
+                None
+            }
         }
     } else {
         let (value, line) = combine(policy.metric, obs.replicas, &samples, reporting, held);
@@ -86,20 +107,14 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         Some(value)
     };
     if let (Some(v), true) = (value.as_mut(), reporting > 0 && not_voting > 0) {
-        let per_replica = *v / f64::from(reporting);
-        if per_replica < policy.target {
-            *v += f64::from(not_voting) * policy.target;
-            lines.push(format!(
-                "{not_voting} replica(s) without a sample count at the target ({} each), as the \
-                 HPA counts a missing pod on the way down",
-                fmt(policy.target)
-            ));
-        } else {
-            lines.push(format!(
-                "{not_voting} replica(s) without a sample count as 0, as the HPA counts a \
-                 missing pod on the way up"
-            ));
-        }
+        *v = as_the_hpa_counts_missing(policy, obs, *v, reporting, not_voting, &mut lines);
+    }
+    if obs.held.is_none() && !at_zero && value.is_some() {
+        lines.push(
+            "the activator's held count cannot be read: counted as 0 while replicas are ready \
+             (the activator forwards to them)"
+                .to_owned(),
+        );
     }
     let held_outside = held > 0.0 && reporting > 0 && policy.metric != Metric::Occupancy;
     if let (Some(v), true) = (value.as_mut(), held_outside) {
@@ -116,6 +131,48 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         reporting,
         lines,
     }
+}
+
+/// The value that makes the HPA ask for what its own rule for pods without a metric gives
+/// (`calcPlainMetricReplicas`): the replicas that reported, at their average, and the others as
+/// missing pods, against the status count.
+fn as_the_hpa_counts_missing(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    value: f64,
+    reporting: u32,
+    not_voting: u32,
+    lines: &mut Vec<String>,
+) -> f64 {
+    let status = obs.status_replicas().max(reporting + not_voting);
+    let average = replicas::to_milli(value / f64::from(reporting));
+    let pods: Vec<Pod> = (0..reporting)
+        .map(|_| Pod::Ready {
+            value: average,
+            request: 0,
+        })
+        .chain((0..not_voting).map(|_| Pod::Missing { request: 0 }))
+        .collect();
+    let tolerances = policy.controller.tolerances(policy.behavior.as_ref());
+    let target = PodTarget::AverageValue(replicas::to_milli(policy.target));
+    let count = per_pod(&pods, target, status, tolerances).unwrap_or(status);
+    let alone = replicas::ceil_replicas(value / policy.target);
+    let rule = if count == status {
+        format!("kept at the current {status}")
+    } else if alone > count {
+        format!("at 0 on the way up: {count}")
+    } else {
+        format!("at the target on the way down: {count}")
+    };
+    // On milli-units, as KEDA hands the value over: exactly `count` targets.
+    let adjusted = (i64::from(count) * replicas::to_milli(policy.target)) as f64 / 1000.0;
+    lines.push(format!(
+        "{not_voting} replica(s) without a sample: the {reporting} that reported ask for {alone}; \
+         counted as the HPA counts missing pods ({rule}), so {} = {count} x {}",
+        fmt(adjusted),
+        fmt(policy.target)
+    ));
+    adjusted
 }
 
 /// Each replica's sample for the metric (`None` where it has none) and how many have one.

@@ -3,14 +3,13 @@
 //! KEDA owns 0 <-> 1: a target is active while its scaler says so (infscale: requests running,
 //! waiting or held above the activation level), and KEDA removes the last replica only after
 //! `cooldownPeriod` seconds without an active poll. From 1 up the HPA decides, and KEDA's HPA
-//! never goes below one replica. [`poll`] is one pass of KEDA's operator loop.
+//! never goes below one replica. [`poll`] is one pass of KEDA's operator loop. Activity itself is
+//! judged on requests, whatever the scaling metric (`activity::judge`), so a deployment that
+//! scales on `waiting` is never taken to zero while its batch is still running. When `IsActive`
+//! fails (activity unknown), KEDA neither wakes the target nor takes it to zero, and the failed
+//! poll does not count as active.
 
-/// KEDA's `IsActive` for a target: requests in flight (running, waiting and held) above the
-/// activation level. Judged on requests, whatever the scaling metric, so a deployment that scales
-/// on `waiting` is never taken to zero while its batch is still running.
-pub fn is_active(in_flight: f64, activation: f64) -> bool {
-    in_flight > activation
-}
+use super::activity::Activity;
 
 /// Remembers the last active moment; returns how long the target has been idle (`None`: never
 /// seen active, which KEDA treats as idle for ever).
@@ -38,15 +37,16 @@ pub enum Poll {
 }
 
 /// One poll: records activity in `last_active`, then wakes a target at zero or takes its last
-/// replica away after the cooldown.
+/// replica away after the cooldown (only on an idle answer, never on an unknown one).
 pub fn poll(
     min: u32,
     cooldown_s: f64,
     current: u32,
-    active: bool,
+    activity: Activity,
     last_active: &mut Option<f64>,
     now: f64,
 ) -> Poll {
+    let active = activity.is_active();
     let idle_s = note_activity(last_active, active, now);
     if current == 0 {
         if active || min > 0 {
@@ -54,7 +54,7 @@ pub fn poll(
         }
         return Poll::Keep { idle_s };
     }
-    if min == 0 && !active && cooldown_elapsed(idle_s, cooldown_s) {
+    if min == 0 && activity == Activity::Idle && cooldown_elapsed(idle_s, cooldown_s) {
         return Poll::ToZero { idle_s };
     }
     Poll::Keep { idle_s }
@@ -92,39 +92,49 @@ mod tests {
     }
 
     #[test]
-    fn activation_is_strictly_above_the_level() {
-        assert!(!is_active(0.0, 0.0));
-        assert!(is_active(1.0, 0.0));
-        assert!(!is_active(2.0, 2.0));
-    }
-
-    #[test]
     fn polls_wake_and_sleep() {
         let mut last = None;
         assert_eq!(
-            poll(0, 60.0, 0, false, &mut last, 0.0),
+            poll(0, 60.0, 0, Activity::Idle, &mut last, 0.0),
             Poll::Keep { idle_s: None }
         );
         assert_eq!(
-            poll(0, 60.0, 0, true, &mut last, 10.0),
+            poll(0, 60.0, 0, Activity::Active, &mut last, 10.0),
             Poll::Activate { to: 1 }
         );
         assert_eq!(
-            poll(0, 60.0, 1, false, &mut last, 40.0),
+            poll(0, 60.0, 1, Activity::Idle, &mut last, 40.0),
             Poll::Keep { idle_s: Some(30.0) }
         );
         assert_eq!(
-            poll(0, 60.0, 1, false, &mut last, 70.0),
+            poll(0, 60.0, 1, Activity::Idle, &mut last, 70.0),
             Poll::ToZero { idle_s: Some(60.0) }
         );
         assert_eq!(
-            poll(2, 60.0, 0, false, &mut last, 80.0),
+            poll(2, 60.0, 0, Activity::Idle, &mut last, 80.0),
             Poll::Activate { to: 2 }
         );
         assert_eq!(
-            poll(1, 60.0, 3, false, &mut last, 900.0),
+            poll(1, 60.0, 3, Activity::Idle, &mut last, 900.0),
             Poll::Keep {
                 idle_s: Some(890.0)
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_answer_never_sleeps() {
+        let mut last = Some(0.0);
+        assert_eq!(
+            poll(0, 60.0, 1, Activity::Unknown, &mut last, 600.0),
+            Poll::Keep {
+                idle_s: Some(600.0)
+            }
+        );
+        assert_eq!(
+            poll(0, 60.0, 0, Activity::Unknown, &mut last, 700.0),
+            Poll::Keep {
+                idle_s: Some(700.0)
             }
         );
     }

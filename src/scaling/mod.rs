@@ -1,10 +1,11 @@
 //! From load signals to a replica count, as KEDA and its HPA would compute it.
 //!
 //! [`policy`] says what to scale on; [`demand`] turns replica signals into the metric's value
-//! (held requests included); [`lookahead`] projects it over the cold start; [`keda`] decides
-//! activation and the step to zero; [`hpa`] is the Kubernetes HPA algorithm; [`decision`] runs
+//! (held requests included); [`lookahead`] projects it over the cold start; [`activity`] holds
+//! the fault rules for `IsActive`; [`keda`] decides activation and the step to zero; [`hpa`] is the Kubernetes HPA algorithm; [`decision`] runs
 //! them in order and keeps the reasons. All pure: time is a parameter, nothing here does I/O.
 
+pub mod activity;
 pub mod decision;
 pub mod demand;
 pub mod hpa;
@@ -12,6 +13,7 @@ pub mod keda;
 pub mod lookahead;
 pub mod policy;
 
+pub use activity::Activity;
 pub use decision::{decide, evaluate, hpa_sync, Decision, Evaluation, HpaSync, ScalerState, Why};
 pub use demand::{Demand, Observation};
 pub use policy::{Metric, Policy, PolicyError};

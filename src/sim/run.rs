@@ -6,14 +6,20 @@
 //! answer to `IsActive`); KEDA's operator polls every `pollingInterval` and owns 0 <-> 1 and the
 //! cooldown (`scaling::keda::poll`); with `external-push` a held request activates at once; and
 //! KEDA's HPA syncs every 15 s on the latest value (`scaling::hpa_sync`). Both loops call the
-//! very functions `serve` and `decide` call.
+//! very functions `serve` and `decide` call, and so apply the same fault rules: with
+//! `unreadable` above zero, each replica's scrape fails with that chance, and a replica not read
+//! keeps the target active and counts as the HPA counts a missing pod; a release reads as active
+//! until a scrape after it. The timeline carries the evaluation's reasons.
 
 use super::cluster::{Cluster, Outcome};
 use super::replica::Hardware;
+use super::rng::Rng;
 use super::trace::Trace;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::Replica;
-use crate::scaling::{decide, evaluate, hpa_sync, keda, Observation, Policy, ScalerState};
+use crate::scaling::{
+    decide, evaluate, hpa_sync, keda, Activity, Observation, Policy, ScalerState,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -53,6 +59,8 @@ pub struct Settings {
     pub record_timeline: bool,
     /// Sample replicas and demand every this many seconds (0: no series).
     pub series_every_s: f64,
+    /// The chance that one replica's scrape fails (0 to 1), drawn per replica per scrape.
+    pub unreadable: f64,
 }
 
 impl Default for Settings {
@@ -68,6 +76,7 @@ impl Default for Settings {
             hold_timeout_s: 300.0,
             record_timeline: false,
             series_every_s: 0.0,
+            unreadable: 0.0,
         }
     }
 }
@@ -106,31 +115,57 @@ pub struct Run {
     pub series: Vec<SeriesPoint>,
 }
 
+/// One scrape of the ready replicas: those read, how many could not be, and when.
+#[derive(Debug, Clone)]
+struct Scrape {
+    replicas: Vec<Replica>,
+    missing: u32,
+    at: f64,
+}
+
 /// `serve`'s collector, simulated: scrapes the ready replicas, each one's last counters kept in
-/// `counters` (the decision state's) for rates.
+/// `counters` (the decision state's) for rates; each scrape fails with the `unreadable` chance.
 fn scrape(
     cluster: &Cluster,
     counters: &mut BTreeMap<String, Snapshot>,
     now: f64,
     cpu_request_cores: f64,
-) -> Vec<Replica> {
+    faults: &mut Faults,
+) -> Scrape {
     let kv = cluster.hw.kv_capacity;
-    let replicas: Vec<Replica> = cluster
-        .replicas
-        .iter()
-        .filter(|r| r.is_ready())
-        .map(|r| {
-            Replica::from_scrape(
-                r.id.to_string(),
-                r.signals(kv),
-                counters,
-                now,
-                cpu_request_cores,
-            )
-        })
-        .collect();
+    let mut missing = 0;
+    let mut replicas = Vec::new();
+    for r in cluster.replicas.iter().filter(|r| r.is_ready()) {
+        if faults.fails() {
+            missing += 1;
+            continue;
+        }
+        replicas.push(Replica::from_scrape(
+            r.id.to_string(),
+            r.signals(kv),
+            counters,
+            now,
+            cpu_request_cores,
+        ));
+    }
     counters.retain(|name, _| cluster.replicas.iter().any(|r| r.id.to_string() == *name));
-    replicas
+    Scrape {
+        replicas,
+        missing,
+        at: now,
+    }
+}
+
+/// Scrape failures drawn from their own stream, so a run without them is the run it always was.
+struct Faults {
+    chance: f64,
+    rng: Rng,
+}
+
+impl Faults {
+    fn fails(&mut self) -> bool {
+        self.chance > 0.0 && self.rng.uniform() < self.chance
+    }
 }
 
 fn every(period_s: f64, dt: f64) -> u64 {
@@ -150,9 +185,14 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         ..ScalerState::default()
     };
     let cpu_request_cores = hw.gpu.cpu_request_cores;
-    let mut last_scrape: Vec<Replica> = Vec::new();
+    let mut faults = Faults {
+        chance: settings.unreadable,
+        rng: Rng::new(0xfa17),
+    };
+    // Nothing scraped yet: the pods are not known, as at a collector's first instant.
+    let mut last_scrape: Option<Scrape> = None;
     let mut evaluated_held = 0;
-    let mut latest: Option<(Option<f64>, bool)> = None;
+    let mut latest: Option<(Option<f64>, Activity)> = None;
     let mut timeline = Vec::new();
     let mut series = Vec::new();
     let (hpa_every, poll_every, scrape_every) = (
@@ -194,8 +234,14 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         match settings.mode {
             Mode::Hpa => {
                 if tick % hpa_every == 0 {
-                    let replicas = scrape(&cluster, &mut state.counters, now, cpu_request_cores);
-                    let obs = observation(&cluster, &replicas, now);
+                    let scraped = scrape(
+                        &cluster,
+                        &mut state.counters,
+                        now,
+                        cpu_request_cores,
+                        &mut faults,
+                    );
+                    let obs = observation(&cluster, Some(&scraped), now);
                     let d = decide(policy, &obs, &mut state);
                     apply(
                         &mut cluster,
@@ -212,30 +258,46 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                 // activator's held count changes (its `/queue/watch` stream).
                 let scraped = tick % scrape_every == 0;
                 if scraped {
-                    last_scrape = scrape(&cluster, &mut state.counters, now, cpu_request_cores);
+                    last_scrape = Some(scrape(
+                        &cluster,
+                        &mut state.counters,
+                        now,
+                        cpu_request_cores,
+                        &mut faults,
+                    ));
                 }
                 let held = cluster.held.len();
-                if scraped || (latest.is_some() && held != evaluated_held) {
-                    let obs = observation(&cluster, &last_scrape, now);
+                if scraped || held != evaluated_held {
+                    let obs = observation(&cluster, last_scrape.as_ref(), now);
                     let eval = evaluate(policy, &obs, &mut state);
-                    let was_active = latest.is_some_and(|l| l.1);
-                    latest = Some((eval.value, eval.active));
+                    let was_active = latest.is_some_and(|l| l.1.is_active());
+                    latest = Some((eval.value, eval.activity));
                     evaluated_held = held;
                     // StreamIsActive sends a change of the answer; KEDA acts on `true` at once.
-                    if settings.trigger == Trigger::ExternalPush && eval.active && !was_active {
+                    let push = settings.trigger == Trigger::ExternalPush;
+                    if push && eval.activity.is_active() && !was_active {
                         if let Some((to, why, line)) =
-                            keda_pass(policy, &cluster, &mut state, true, now)
+                            keda_pass(policy, &cluster, &mut state, Activity::Active, now)
                         {
-                            apply(&mut cluster, to, now, "push", why, vec![line]);
+                            apply(
+                                &mut cluster,
+                                to,
+                                now,
+                                "push",
+                                why,
+                                reasons(line, &eval.lines),
+                            );
                         }
                     }
                 }
                 if tick % poll_every == 0 {
-                    let active = latest.is_some_and(|l| l.1);
+                    // Before the first evaluation `serve` answers with an error: unknown.
+                    let activity = latest.map_or(Activity::Unknown, |l| l.1);
                     if let Some((to, why, line)) =
-                        keda_pass(policy, &cluster, &mut state, active, now)
+                        keda_pass(policy, &cluster, &mut state, activity, now)
                     {
-                        apply(&mut cluster, to, now, "keda", why, vec![line]);
+                        let lines = last_lines(&state, policy, &cluster, last_scrape.as_ref(), now);
+                        apply(&mut cluster, to, now, "keda", why, reasons(line, &lines));
                     }
                 }
                 if tick % hpa_every == 0 && cluster.current() > 0 {
@@ -274,12 +336,31 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     }
 }
 
+/// KEDA's action first, then the evaluation's reasons behind it.
+fn reasons(action: String, lines: &[String]) -> Vec<String> {
+    std::iter::once(action)
+        .chain(lines.iter().cloned())
+        .collect()
+}
+
+/// The reasons of the latest evaluation, recomputed on a copy of the state (nothing changes).
+fn last_lines(
+    state: &ScalerState,
+    policy: &Policy,
+    cluster: &Cluster,
+    scrape: Option<&Scrape>,
+    now: f64,
+) -> Vec<String> {
+    let mut copy = state.clone();
+    evaluate(policy, &observation(cluster, scrape, now), &mut copy).lines
+}
+
 /// One pass of KEDA's operator (`keda::poll`), polled or pushed: the count it sets, and why.
 fn keda_pass(
     policy: &Policy,
     cluster: &Cluster,
     state: &mut ScalerState,
-    active: bool,
+    activity: Activity,
     now: f64,
 ) -> Option<(u32, &'static str, String)> {
     let current = cluster.current();
@@ -287,7 +368,7 @@ fn keda_pass(
         policy.min,
         policy.cooldown_s,
         current,
-        active,
+        activity,
         &mut state.last_active,
         now,
     ) {
@@ -308,13 +389,14 @@ fn keda_pass(
     }
 }
 
-fn observation<'a>(cluster: &Cluster, replicas: &'a [Replica], now: f64) -> Observation<'a> {
+fn observation<'a>(cluster: &Cluster, scrape: Option<&'a Scrape>, now: f64) -> Observation<'a> {
     Observation {
         now,
         current: cluster.current(),
         status: Some(cluster.current()),
-        replicas,
-        missing: 0,
-        held: cluster.held.len() as f64,
+        replicas: scrape.map_or(&[], |s| &s.replicas),
+        missing: scrape.map_or(0, |s| s.missing),
+        held: Some(cluster.held.len() as f64),
+        scraped_at: scrape.map(|s| s.at),
     }
 }

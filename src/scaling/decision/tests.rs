@@ -31,7 +31,8 @@ fn observe(now: f64, current: u32, replicas: &[Replica], held: f64) -> Observati
         status: None,
         replicas,
         missing: 0,
-        held,
+        held: Some(held),
+        scraped_at: Some(now),
     }
 }
 
@@ -49,7 +50,11 @@ fn twelve_in_flight_at_target_four_is_three() {
         d.lines[0],
         "queue 12 = running 2 + waiting 10 on 1 replica(s)"
     );
-    assert_eq!(d.lines[1], "queue 12 / target 4 per replica = 3 replica(s)");
+    assert_eq!(
+        d.lines[1],
+        "active: 12 request(s) running, waiting or held, above the activation level 0"
+    );
+    assert_eq!(d.lines[2], "queue 12 / target 4 per replica = 3 replica(s)");
 }
 
 #[test]
@@ -97,7 +102,7 @@ fn from_eight_with_a_raw_two_down_policies_limit_the_drop() {
 fn five_held_at_zero_with_target_four_activates_two() {
     let d = run("queue:4,min=0", &observe(0.0, 0, &[], 5.0));
     assert_eq!((d.desired, d.why, d.value), (2, Why::Activate, Some(5.0)));
-    assert!(d.active);
+    assert!(d.activity.is_active());
 }
 
 #[test]
@@ -127,7 +132,7 @@ fn scale_to_zero_waits_for_the_cooldown() {
     let d = decide(&policy, &observe(0.0, 1, &busy, 0.0), &mut state);
     assert_eq!(d.desired, 1);
     let d = decide(&policy, &observe(60.0, 1, &idle, 0.0), &mut state);
-    assert_eq!((d.desired, d.active), (1, false));
+    assert_eq!((d.desired, d.activity.is_active()), (1, false));
     let d = decide(&policy, &observe(119.0, 1, &idle, 0.0), &mut state);
     assert_eq!(d.desired, 1);
     let d = decide(&policy, &observe(120.0, 1, &idle, 0.0), &mut state);
@@ -143,7 +148,7 @@ fn held_requests_keep_a_target_active() {
         &observe(0.0, 1, &idle, 1.0),
         &mut ScalerState::default(),
     );
-    assert_eq!((d.desired, d.active), (1, true));
+    assert_eq!((d.desired, d.activity.is_active()), (1, true));
 }
 
 #[test]
@@ -156,7 +161,7 @@ fn a_running_batch_keeps_a_waiting_policy_active() {
         &observe(0.0, 1, &pods, 0.0),
         &mut ScalerState::default(),
     );
-    assert_eq!((d.desired, d.active), (1, true));
+    assert_eq!((d.desired, d.activity.is_active()), (1, true));
 }
 
 #[test]
@@ -181,13 +186,14 @@ fn unreadable_replicas_never_read_as_zero() {
 
 #[test]
 fn a_missing_replica_counts_at_the_target_on_the_way_down() {
-    // Two pods read 1 each, one could not be read: it counts as 4, so 6 -> ceil(6/4) = 2.
+    // Two pods read 1 each, one could not be read: it counts as 4, so 6 / 3 per pod against 4
+    // -> ceil(0.5 x 3) = 2, given as 2 x 4.
     let pods = [replica(1.0, 0.0), replica(1.0, 0.0)];
     let obs = Observation {
         missing: 1,
         ..observe(0.0, 3, &pods, 0.0)
     };
-    assert_eq!(run("queue:4", &obs).value, Some(6.0));
+    assert_eq!(run("queue:4", &obs).value, Some(8.0));
     // On the way up it counts as nothing: 2 x 10 = 20 -> 5.
     let pods = [replica(6.0, 4.0), replica(6.0, 4.0)];
     let obs = Observation {
@@ -342,4 +348,106 @@ fn state_round_trips_through_json() {
         .recommendations
         .as_ref()
         .is_some_and(|r| !r.is_empty()));
+}
+
+#[test]
+fn an_unreadable_replica_never_lets_the_target_sleep() {
+    // One replica idle and read, one that could not be read: active, whatever the cooldown.
+    let policy = Policy::parse("queue:2,min=0,cooldown=0").unwrap();
+    let mut state = ScalerState::default();
+    let idle = [replica(0.0, 0.0)];
+    for t in 0..50 {
+        let obs = Observation {
+            current: 2,
+            missing: 1,
+            ..observe(f64::from(t) * 15.0, 2, &idle, 0.0)
+        };
+        let d = decide(&policy, &obs, &mut state);
+        assert_eq!(
+            d.activity,
+            crate::scaling::Activity::Active,
+            "{:?}",
+            d.lines
+        );
+        assert!(d.desired >= 1, "{t}: {:?}", d.lines);
+        assert_ne!(d.why, Why::IdleToZero);
+    }
+}
+
+#[test]
+fn an_unreadable_held_count_is_unknown_and_never_sleeps() {
+    let policy = Policy::parse("queue:2,min=0,cooldown=0").unwrap();
+    let idle = [replica(0.0, 0.0)];
+    let obs = Observation {
+        held: None,
+        ..observe(100.0, 1, &idle, 0.0)
+    };
+    let d = decide(&policy, &obs, &mut ScalerState::default());
+    assert_eq!(d.activity, crate::scaling::Activity::Unknown);
+    assert_eq!(d.desired, 1, "{:?}", d.lines);
+    // At zero with the count unread, there is no value either.
+    let at_zero = Observation {
+        held: None,
+        ..observe(100.0, 0, &[], 0.0)
+    };
+    let e = crate::scaling::evaluate(&policy, &at_zero, &mut ScalerState::default());
+    assert_eq!(
+        (e.value, e.activity),
+        (None, crate::scaling::Activity::Unknown)
+    );
+}
+
+#[test]
+fn held_requests_wake_before_the_pods_are_known() {
+    let policy = Policy::parse("queue:2,min=0").unwrap();
+    let obs = Observation {
+        scraped_at: None,
+        ..observe(0.0, 0, &[], 1.0)
+    };
+    let e = crate::scaling::evaluate(&policy, &obs, &mut ScalerState::default());
+    assert_eq!(
+        (e.value, e.activity),
+        (None, crate::scaling::Activity::Active)
+    );
+    let nothing_held = Observation {
+        scraped_at: None,
+        ..observe(0.0, 0, &[], 0.0)
+    };
+    let e = crate::scaling::evaluate(&policy, &nothing_held, &mut ScalerState::default());
+    assert_eq!(e.activity, crate::scaling::Activity::Unknown);
+}
+
+#[test]
+fn a_release_reads_active_until_a_scrape_after_it() {
+    let policy = Policy::parse("queue:2,min=0").unwrap();
+    let mut state = ScalerState::default();
+    let idle = [replica(0.0, 0.0)];
+    // Held at zero at 10 s; the replica is ready and was scraped (idle) at 10.5 s; the request
+    // is released at 11 s.
+    let held = observe(10.0, 0, &[], 1.0);
+    assert!(crate::scaling::evaluate(&policy, &held, &mut state)
+        .activity
+        .is_active());
+    let released = Observation {
+        scraped_at: Some(10.5),
+        ..observe(11.0, 1, &idle, 0.0)
+    };
+    let e = crate::scaling::evaluate(&policy, &released, &mut state);
+    assert!(e.activity.is_active(), "{:?}", e.lines);
+    let scraped_after = observe(12.0, 1, &idle, 0.0);
+    let e = crate::scaling::evaluate(&policy, &scraped_after, &mut state);
+    assert_eq!(e.activity, crate::scaling::Activity::Idle, "{:?}", e.lines);
+}
+
+#[test]
+fn an_overload_with_unreadable_pods_keeps_the_count() {
+    // One pod reads 12 in flight, five cannot be read, 4 per replica: the one alone asks for 3,
+    // which counting the others at 0 flips to a scale-down, so the HPA keeps 6.
+    let pods = [replica(12.0, 0.0)];
+    let obs = Observation {
+        missing: 5,
+        ..observe(0.0, 6, &pods, 0.0)
+    };
+    let d = run("queue:4", &obs);
+    assert_eq!((d.value, d.desired), (Some(24.0), 6), "{:?}", d.lines);
 }

@@ -265,6 +265,6 @@ pub fn reconcile(
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod per_pod_cases;
+#[cfg(test)]
+mod tests;

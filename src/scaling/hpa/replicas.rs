@@ -222,7 +222,8 @@ pub fn per_pod(
         _ => None,
     });
     let any_missing = pods.iter().any(|p| matches!(p, Pod::Missing { .. }));
-    let scale_up_with_unready = ratio > 1.0 && pods.iter().any(|p| matches!(p, Pod::Unready { .. }));
+    let scale_up_with_unready =
+        ratio > 1.0 && pods.iter().any(|p| matches!(p, Pod::Unready { .. }));
     if !scale_up_with_unready && !any_missing {
         if tolerances.is_within(ratio) {
             return Ok(current);
