@@ -34,6 +34,20 @@ pub enum SourceError {
     TooLarge { source_name: String, limit: usize },
 }
 
+impl SourceError {
+    /// What went wrong, without the source's name (for callers that print it already).
+    pub fn detail(&self) -> String {
+        match self {
+            SourceError::File { error, .. } => error.to_string(),
+            SourceError::Http { cause, .. } => cause.to_string(),
+            SourceError::Status {
+                status, message, ..
+            } => format!("HTTP status {status}{}", said(message)),
+            SourceError::TooLarge { limit, .. } => format!("larger than the {limit}-byte cap"),
+        }
+    }
+}
+
 fn said(message: &Option<String>) -> String {
     message
         .as_deref()

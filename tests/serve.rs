@@ -7,104 +7,17 @@ use common::activator::activator;
 use common::fixture;
 use common::kubeapi::{kube_api, FakePod};
 use common::pods::{pod, Behaviour, Pod};
+use common::scaler::{client, config, metrics_request, object, start, value_when};
 use infscale::metrics::{read_page, Replica, ServerChoice};
-use infscale::scaler::discovery::ScrapeVia;
 use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
-use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
-use infscale::scaler::server::{bind, Config};
+use infscale::scaler::server::Config;
 use infscale::scaling::{evaluate, Metric, Observation, Policy, ScalerState};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
 fn page(name: &str) -> Vec<u8> {
     std::fs::read(fixture(name)).unwrap()
-}
-
-fn config() -> Config {
-    Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        tls: None,
-        statics: HashMap::new(),
-        allowed_activators: Vec::new(),
-        kube_api: None,
-        use_kube: false,
-        scrape_via: Some(ScrapeVia::Direct),
-        max_page_bytes: 16 << 20,
-        max_concurrent_scrapes: 64,
-        idle_stop: Duration::from_secs(600),
-        staleness: Duration::from_secs(300),
-    }
-}
-
-struct Running {
-    grpc: SocketAddr,
-    metrics: SocketAddr,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-async fn start(config: Config) -> Running {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let bound = bind(config).await.unwrap();
-    let grpc = bound.grpc_addr().unwrap();
-    let metrics = bound.metrics_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(bound.run(async {
-        let _ = stopped.await;
-    }));
-    Running {
-        grpc,
-        metrics,
-        _stop: stop,
-    }
-}
-
-async fn client(addr: SocketAddr) -> ExternalScalerClient<Channel> {
-    ExternalScalerClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap()
-}
-
-fn object(name: &str, metadata: &[(&str, String)]) -> ScaledObjectRef {
-    ScaledObjectRef {
-        name: name.to_owned(),
-        namespace: "llm".to_owned(),
-        scaler_metadata: metadata
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-    }
-}
-
-fn metrics_request(object: &ScaledObjectRef, name: &str) -> GetMetricsRequest {
-    GetMetricsRequest {
-        scaled_object_ref: Some(object.clone()),
-        metric_name: name.to_owned(),
-    }
-}
-
-/// GetMetrics until it answers with `expected` (or any value when `None`), for up to 10 s.
-async fn value_when(
-    c: &mut ExternalScalerClient<Channel>,
-    req: &GetMetricsRequest,
-    expected: Option<f64>,
-) -> f64 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(r) = c.get_metrics(req.clone()).await {
-            let v = r.into_inner().metric_values[0].metric_value_float;
-            if expected.is_none_or(|e| e == v) {
-                return v;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "GetMetrics never answered {expected:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Stand-in pods on 127.0.0.2, 127.0.0.3, ... sharing one port, as pods share a container port.

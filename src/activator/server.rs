@@ -133,6 +133,11 @@ impl Bound {
         };
         let admin_listener = self.admin;
         tasks.push(tokio::spawn(async move {
+            // Count changes go out as small SSE writes: no Nagle delay behind the last one.
+            use axum::serve::ListenerExt;
+            let admin_listener = admin_listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             if let Err(e) = axum::serve(admin_listener, admin.router()).await {
                 tracing::error!(error = %e, "the admin server stopped");
             }

@@ -119,7 +119,7 @@ pub async fn read_all(
             Err(e) if Reader::is_url(source) => {
                 reads.push(Read {
                     source: source.clone(),
-                    replica: Err(e.to_string()),
+                    replica: Err(e.detail()),
                     scan: None,
                 });
                 continue;

@@ -46,6 +46,10 @@ pub struct PodEndpoint {
     pub address: Address,
     /// The pod's CPU request, for CPU as a percentage of it.
     pub cpu_request_cores: f64,
+    /// Whether something vouches that a replica runs there (Kubernetes says the pod is Ready). A
+    /// static URL is only a place: a refused connection there means no replica runs, so the
+    /// target is at zero, not unread.
+    pub vouched: bool,
 }
 
 /// Where a pod's page is.
@@ -157,6 +161,7 @@ impl Discovery {
                             name: u.clone(),
                             address: Address::Url(u.clone()),
                             cpu_request_cores: crate::metrics::replica::DEFAULT_CPU_REQUEST_CORES,
+                            vouched: false,
                         })
                         .collect(),
                 ));
@@ -345,6 +350,7 @@ impl EndpointShape {
             name,
             address,
             cpu_request_cores: cpu_request(pod),
+            vouched: true,
         })
     }
 }

@@ -197,12 +197,19 @@ impl Bound {
             })
         });
         tracing::info!(listen = %self.grpc.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving KEDA's external scaler protocol");
+        // Pushes are small HTTP/2 frames: no Nagle delay behind the last one (tonic's own
+        // `tcp_nodelay` does not apply to an incoming stream).
+        let incoming = tokio_stream::StreamExt::map(TcpListenerStream::new(self.grpc), |s| {
+            s.inspect(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            })
+        });
         let served = builder
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(ExternalScalerServer::new(scaler))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.grpc), shutdown)
+            .serve_with_incoming_shutdown(incoming, shutdown)
             .await;
         reaper.abort();
         if let Some(p) = probe {

@@ -100,6 +100,7 @@ where
             match listener.accept() {
                 Ok((mut stream, _)) => {
                     let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_nodelay(true);
                     let handler = handler.clone();
                     let flag = flag.clone();
                     std::thread::spawn(move || {

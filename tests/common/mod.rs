@@ -7,6 +7,7 @@ pub mod activator;
 pub mod http;
 pub mod kubeapi;
 pub mod pods;
+pub mod scaler;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};

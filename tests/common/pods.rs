@@ -13,11 +13,15 @@ pub enum Behaviour {
     Status(u16),
     /// Answers 200 with this many bytes.
     Huge(usize),
+    /// Answers with this status and body.
+    Reply(u16, &'static str),
 }
 
 pub struct Pod {
     pub server: Server,
     pub behaviour: Arc<Mutex<Behaviour>>,
+    /// When each scrape arrived.
+    pub hits: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl Pod {
@@ -32,17 +36,23 @@ impl Pod {
 
 pub fn pod(addr: &str, behaviour: Behaviour) -> Pod {
     let shared = Arc::new(Mutex::new(behaviour));
+    let hits = Arc::new(Mutex::new(Vec::new()));
     let b = shared.clone();
+    let h = hits.clone();
     let server = serve(
         addr,
         Duration::from_secs(120),
         move |mut stream, _head, stop| {
+            h.lock().unwrap().push(std::time::Instant::now());
             let now = b.lock().unwrap().clone();
             match now {
                 Behaviour::Page(page) => {
                     respond(&mut stream, 200, "text/plain; version=0.0.4", &page)
                 }
                 Behaviour::Status(code) => respond(&mut stream, code, "text/plain", b"failing\n"),
+                Behaviour::Reply(code, body) => {
+                    respond(&mut stream, code, "application/json", body.as_bytes())
+                }
                 Behaviour::Hang => {
                     for _ in 0..600 {
                         if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -71,5 +81,6 @@ pub fn pod(addr: &str, behaviour: Behaviour) -> Pod {
     Pod {
         server,
         behaviour: shared,
+        hits,
     }
 }

@@ -1,0 +1,143 @@
+//! The scaler under test, on loopback: its configuration, a running instance, and KEDA's calls
+//! made with a tonic client.
+
+use infscale::scaler::discovery::ScrapeVia;
+use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
+use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
+use infscale::scaler::server::{bind, Config};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+pub fn config() -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        tls: None,
+        statics: HashMap::new(),
+        allowed_activators: Vec::new(),
+        kube_api: None,
+        use_kube: false,
+        scrape_via: Some(ScrapeVia::Direct),
+        max_page_bytes: 16 << 20,
+        max_concurrent_scrapes: 64,
+        idle_stop: Duration::from_secs(600),
+        staleness: Duration::from_secs(300),
+    }
+}
+
+pub struct Running {
+    pub grpc: SocketAddr,
+    pub metrics: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Running {
+    /// The scaler's own `/metrics` text.
+    pub async fn metrics_text(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.metrics))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+pub async fn start(config: Config) -> Running {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bound = bind(config).await.unwrap();
+    let grpc = bound.grpc_addr().unwrap();
+    let metrics = bound.metrics_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(bound.run(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        grpc,
+        metrics,
+        _stop: stop,
+    }
+}
+
+pub async fn client(addr: SocketAddr) -> ExternalScalerClient<Channel> {
+    ExternalScalerClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+}
+
+/// A ScaledObject in namespace `llm` with this trigger metadata.
+pub fn object(name: &str, metadata: &[(&str, String)]) -> ScaledObjectRef {
+    ScaledObjectRef {
+        name: name.to_owned(),
+        namespace: "llm".to_owned(),
+        scaler_metadata: metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    }
+}
+
+pub fn metrics_request(object: &ScaledObjectRef, name: &str) -> GetMetricsRequest {
+    GetMetricsRequest {
+        scaled_object_ref: Some(object.clone()),
+        metric_name: name.to_owned(),
+    }
+}
+
+/// GetMetrics until it answers with `expected` (or any value when `None`), for up to 10 s.
+pub async fn value_when(
+    c: &mut ExternalScalerClient<Channel>,
+    req: &GetMetricsRequest,
+    expected: Option<f64>,
+) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(r) = c.get_metrics(req.clone()).await {
+            let v = r.into_inner().metric_values[0].metric_value_float;
+            if expected.is_none_or(|e| e == v) {
+                return v;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "GetMetrics never answered {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// IsActive until it answers `expected` (Ok(bool), or Err for any error), for up to `within`;
+/// returns how long that took.
+pub async fn active_when(
+    c: &mut ExternalScalerClient<Channel>,
+    so: &ScaledObjectRef,
+    expected: Result<bool, ()>,
+    within: Duration,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let got = c
+            .is_active(so.clone())
+            .await
+            .map(|r| r.into_inner().result)
+            .map_err(|_| ());
+        if got == expected {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "IsActive answered {got:?}, never {expected:?} within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A port on 127.0.0.1 where nothing listens (connections are refused).
+pub fn refused_url() -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", probe.local_addr().unwrap());
+    drop(probe);
+    url
+}

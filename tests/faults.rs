@@ -1,0 +1,380 @@
+//! Zero means zero, end to end on loopback: what `serve` answers KEDA, and what `decide` orders,
+//! when replicas cannot be read, when the held count is all there is, when requests are released,
+//! when the activator stalls, and what the scaler's own series say per trigger.
+
+mod common;
+
+use common::activator::activator;
+use common::http::serve;
+use common::kubeapi::kube_api;
+use common::pods::{pod, Behaviour};
+use common::scaler::{
+    active_when, client, config, metrics_request, object, refused_url, start, value_when,
+};
+use infscale::scaler::proto::ScaledObjectRef;
+use infscale::scaler::server::Config;
+use infscale::scaling::hpa::replicas::{external_per_pod, to_milli, Tolerances};
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_stream::StreamExt;
+
+/// A vLLM page with this many requests running and none waiting.
+fn running(n: u32) -> Vec<u8> {
+    format!(
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {n}\n\
+         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} 0\n"
+    )
+    .into_bytes()
+}
+
+/// What llama.cpp's llama-server answers on /metrics when started without `--metrics`.
+const LLAMA_501: &str = r#"{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with `--metrics`","type":"not_supported_error"}}"#;
+
+fn statics(pairs: &[(&str, Vec<String>)]) -> Config {
+    Config {
+        statics: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect::<HashMap<_, _>>(),
+        ..config()
+    }
+}
+
+fn trigger(deployment: &str, threshold: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("deployment", deployment.to_owned()),
+        ("threshold", threshold.to_owned()),
+        ("scrapeIntervalSeconds", "0.2".to_owned()),
+        ("scrapeTimeoutSeconds", "0.5".to_owned()),
+    ]
+}
+
+fn decide(args: &[&str]) -> (serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .arg("decide")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let json = serde_json::from_slice(&out.stdout).unwrap();
+    (json, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// (a) One idle replica that reads, one busy one that cannot be read: active, and `decide
+/// --min 0` never orders zero; the error says what the server said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unreadable_replica_is_never_idle() {
+    let idle = pod("127.0.0.1:0", Behaviour::Page(running(0)));
+    let no_metrics = pod("127.0.0.1:0", Behaviour::Reply(501, LLAMA_501));
+    let hang = pod("127.0.0.1:0", Behaviour::Hang);
+    let running_server = start(statics(&[
+        ("with-501", vec![idle.url(), no_metrics.url()]),
+        ("with-hang", vec![idle.url(), hang.url()]),
+    ]))
+    .await;
+    let mut c = client(running_server.grpc).await;
+    for name in ["with-501", "with-hang"] {
+        let so = object(name, &trigger(name, "2"));
+        active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+        for _ in 0..15 {
+            let r = c.is_active(so.clone()).await.unwrap().into_inner().result;
+            assert!(r, "{name}: IsActive false with a replica unread");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    for unreadable in [no_metrics.url(), hang.url()] {
+        let (json, stderr) = decide(&[
+            &idle.url(),
+            &unreadable,
+            "--target",
+            "2",
+            "--min",
+            "0",
+            "--timeout",
+            "1",
+            "--json",
+        ]);
+        assert_eq!(json["activity"], "active", "{json}");
+        assert_ne!(json["desired"], 0, "{json}");
+        assert_ne!(json["why"], "idle-to-zero", "{json}");
+        assert!(stderr.contains("this replica does not vote"), "{stderr}");
+        if unreadable == no_metrics.url() {
+            assert!(
+                stderr.contains("HTTP status 501 (This server does not support metrics endpoint. Start it with `--metrics`)"),
+                "{stderr}"
+            );
+            assert_eq!(stderr.matches("http://").count(), 1, "{stderr}");
+        } else {
+            assert!(stderr.contains("timed out"), "{stderr}");
+        }
+    }
+}
+
+async fn first_true(
+    c: &mut infscale::scaler::proto::external_scaler_client::ExternalScalerClient<
+        tonic::transport::Channel,
+    >,
+    so: &ScaledObjectRef,
+) -> (
+    Duration,
+    tonic::Streaming<infscale::scaler::proto::IsActiveResponse>,
+) {
+    let t0 = Instant::now();
+    let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .expect("StreamIsActive sent nothing for 10 s")
+            .expect("stream ended")
+            .unwrap();
+        if msg.result {
+            return (t0.elapsed(), stream);
+        }
+    }
+}
+
+/// (b) Local mode: a static URL where nothing listens is a target at zero, and a request held at
+/// the activator wakes it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_request_wakes_a_static_target_at_zero() {
+    let act = activator("chat4");
+    let running_server = start(Config {
+        allowed_activators: vec![act.url()],
+        ..statics(&[("chat4", vec![refused_url()])])
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let mut meta = trigger("chat4", "2");
+    meta.push(("activatorUrl", act.url()));
+    meta.push(("activatorHost", "chat4".to_owned()));
+    let so = object("chat4", &meta);
+    // Nothing listens and nothing is held: at zero and idle.
+    active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
+    let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(!first.result);
+    let held_at = Instant::now();
+    act.set_held(1);
+    let msg = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("no push after the request was held")
+        .unwrap()
+        .unwrap();
+    let took = held_at.elapsed();
+    assert!(msg.result);
+    assert!(
+        took < Duration::from_millis(100),
+        "pushed true after {took:?}"
+    );
+    eprintln!("static target: StreamIsActive pushed true {took:?} after the hold");
+    let req = metrics_request(&so, "infscale-queue-chat4");
+    assert_eq!(value_when(&mut c, &req, Some(1.0)).await, 1.0);
+}
+
+/// (c) Kubernetes mode: a collector born at the moment of the first held request pushes `true`
+/// before any pod list or scrape has arrived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_collector_wakes_on_its_first_instant() {
+    let api = kube_api("llm", "chat", Vec::new());
+    let act = activator("chat");
+    act.set_held(1);
+    let running_server = start(Config {
+        kube_api: Some(api.server.url("")),
+        use_kube: true,
+        allowed_activators: vec![act.url()],
+        ..config()
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let mut meta = trigger("chat", "2");
+    meta.push(("activatorUrl", act.url()));
+    let so = object("chat", &meta);
+    let (took, _stream) = first_true(&mut c, &so).await;
+    assert!(
+        took < Duration::from_millis(100),
+        "pushed true after {took:?}"
+    );
+    eprintln!("new collector: StreamIsActive pushed true {took:?} after it was opened");
+}
+
+/// (d) A release is not idle until a scrape that began after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_is_not_idle_before_a_later_scrape() {
+    let replica = pod("127.0.0.1:0", Behaviour::Page(running(0)));
+    let act = activator("chat");
+    let running_server = start(Config {
+        allowed_activators: vec![act.url()],
+        ..statics(&[("chat", vec![replica.url()])])
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let mut meta = trigger("chat", "2");
+    meta[2].1 = "2".to_owned(); // scrape every 2 s
+    meta.push(("activatorUrl", act.url()));
+    let so = object("chat", &meta);
+    active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
+    act.set_held(1);
+    let (_, mut stream) = first_true(&mut c, &so).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    act.set_held(0);
+    let idle_at = loop {
+        let msg = tokio::time::timeout(Duration::from_secs(15), stream.next())
+            .await
+            .expect("no false within 15 s of the release")
+            .unwrap()
+            .unwrap();
+        if !msg.result {
+            break Instant::now();
+        }
+    };
+    let hits = replica.hits.lock().unwrap().clone();
+    assert!(
+        hits.iter().any(|h| *h >= released && *h <= idle_at),
+        "false pushed {:?} after the release with no scrape in between",
+        idle_at - released
+    );
+    eprintln!(
+        "release: false pushed {:?} after the release, after a scrape",
+        idle_at - released
+    );
+}
+
+/// (e) An activator that stops sending (no event, no keep-alive) fails within three of its
+/// 5-second keep-alive intervals, and a target at zero then answers with an error, not idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_activator_fails_the_held_source() {
+    let stalled_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let mark = stalled_at.clone();
+    let act = serve(
+        "127.0.0.1:0",
+        Duration::from_secs(60),
+        move |mut stream, head, stop| {
+            if head.target != "/queue/watch" {
+                return;
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"chat\":{\"Concurrency\":0,\"RequestCount\":0,\"Held\":0}}\n\n",
+            );
+            mark.lock().unwrap().get_or_insert_with(Instant::now);
+            for _ in 0..300 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        },
+    );
+    let running_server = start(Config {
+        allowed_activators: vec![act.url("")],
+        ..statics(&[("chat", vec![refused_url()])])
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let mut meta = trigger("chat", "2");
+    meta.push(("activatorUrl", act.url("")));
+    let so = object("chat", &meta);
+    active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
+    active_when(&mut c, &so, Err(()), Duration::from_secs(20)).await;
+    let since = stalled_at.lock().unwrap().unwrap().elapsed();
+    assert!(
+        since < Duration::from_secs(15),
+        "failed {since:?} after the stall"
+    );
+    let e = c.is_active(so.clone()).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    assert!(e.message().contains("stalled"), "{e:?}");
+    let text = running_server.metrics_text().await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("infscale_activator_up{") && l.ends_with(" 0")),
+        "{text}"
+    );
+    eprintln!("stalled activator: held source failed {since:?} after the stall");
+}
+
+/// (f) One pod reads 12 in flight and five cannot be read, 4 per replica: an overload must not
+/// read as a scale-down; KEDA's HPA keeps the 6 replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_overload_with_unreadable_pods_keeps_the_replicas() {
+    let busy = pod("127.0.0.1:0", Behaviour::Page(running(12)));
+    let failing: Vec<_> = (0..5)
+        .map(|_| pod("127.0.0.1:0", Behaviour::Status(500)))
+        .collect();
+    let urls: Vec<String> = std::iter::once(busy.url())
+        .chain(failing.iter().map(|p| p.url()))
+        .collect();
+    let running_server = start(statics(&[("chat", urls.clone())])).await;
+    let mut c = client(running_server.grpc).await;
+    let so = object("chat", &trigger("chat", "4"));
+    let req = metrics_request(&so, "infscale-queue-chat");
+    let value = value_when(&mut c, &req, None).await;
+    // What KEDA's HPA does with it: AverageValue 4 on 6 replicas.
+    let tolerance = Tolerances::uniform(0.1);
+    let replicas = external_per_pod(to_milli(value), to_milli(4.0), 6, tolerance).0;
+    assert_eq!((value, replicas), (24.0, 6));
+
+    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    args.extend(["--target", "4", "--json"]);
+    let (json, _) = decide(&args);
+    assert_eq!(json["desired"], 6, "{json}");
+}
+
+/// (g) Two triggers on one Deployment export two series, and a stopped collector's series go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn series_per_trigger_removed_when_the_collector_stops() {
+    let replica = pod("127.0.0.1:0", Behaviour::Page(running(4)));
+    let running_server = start(Config {
+        idle_stop: Duration::from_secs(1),
+        ..statics(&[("chat", vec![replica.url()])])
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    for (name, threshold) in [("chat-small", "2"), ("chat-large", "8")] {
+        let so = object(name, &trigger("chat", threshold));
+        value_when(
+            &mut c,
+            &metrics_request(&so, "infscale-queue-chat"),
+            Some(4.0),
+        )
+        .await;
+    }
+    let text = running_server.metrics_text().await;
+    let values: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("infscale_target_value{"))
+        .collect();
+    assert_eq!(values.len(), 2, "{text}");
+    for (name, threshold) in [("chat-small", "2"), ("chat-large", "8")] {
+        let series = format!(
+            "infscale_target_value{{namespace=\"llm\",scaledobject=\"{name}\",target=\"chat\",metric=\"queue\",threshold=\"{threshold}\"}} 4"
+        );
+        assert!(values.iter().any(|l| l.starts_with(&series)), "{text}");
+    }
+    // No call for a while: the collectors stop, and their series with them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = running_server.metrics_text().await;
+        let gone = text.contains("infscale_collectors 0")
+            && !text.lines().any(|l| {
+                l.starts_with("infscale_target_")
+                    || l.starts_with("infscale_scrape_duration_seconds_count{")
+            });
+        if gone {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "series outlived the collectors:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
