@@ -303,3 +303,41 @@ fn the_plot_is_an_svg() {
     assert!(svg.starts_with("<svg") && svg.contains("queue:24: replicas and demand"));
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn the_simulator_applies_the_fault_rules() {
+    // A tenth of the scrapes fail: the timeline shows unread replicas keeping the target active,
+    // and KEDA only ever takes it to zero on an answer where every replica was read and idle.
+    let trace = default_trace();
+    let s = Settings {
+        record_timeline: true,
+        unreadable: 0.1,
+        ..Settings::default()
+    };
+    let hw = Hardware::new(GpuModel::default());
+    let spec = "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60";
+    let r = run(&trace, &hw, &policy(spec), &s);
+    let said = |needle: &str| {
+        r.timeline
+            .iter()
+            .any(|e| e.lines.iter().any(|l| l.contains(needle)))
+    };
+    assert!(said("could not be read and may be busy"));
+    assert!(said("counted as the HPA counts missing pods"));
+    let to_zero: Vec<_> = r
+        .timeline
+        .iter()
+        .filter(|e| e.why == "idle-to-zero")
+        .collect();
+    assert!(!to_zero.is_empty(), "the trace's silences still reach zero");
+    for e in to_zero {
+        assert!(
+            e.lines
+                .iter()
+                .any(|l| l.starts_with("idle: every replica read")),
+            "to zero at {} on {:?}",
+            e.t,
+            e.lines
+        );
+    }
+}

@@ -67,6 +67,11 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         if policy.lookahead_s <= 0.0 {
             return v;
         }
+        if demand.counted_missing {
+            lines
+                .push("lookahead: none through a value that stands for unread replicas".to_owned());
+            return v;
+        }
         let p = lookahead::project(
             &mut state.trend,
             obs.now,

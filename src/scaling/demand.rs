@@ -53,6 +53,9 @@ pub struct Demand {
     pub in_flight: f64,
     /// Replicas that gave a sample for the metric.
     pub reporting: u32,
+    /// Whether replicas without a sample were counted as the HPA counts missing pods: the value
+    /// then stands for a replica count, not a measured demand (no trend is drawn through it).
+    pub counted_missing: bool,
     /// How the value was made, one short line per step.
     pub lines: Vec<String>,
 }
@@ -106,7 +109,8 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         lines.push(line);
         Some(value)
     };
-    if let (Some(v), true) = (value.as_mut(), reporting > 0 && not_voting > 0) {
+    let counted_missing = value.is_some() && reporting > 0 && not_voting > 0;
+    if let (Some(v), true) = (value.as_mut(), counted_missing) {
         *v = as_the_hpa_counts_missing(policy, obs, *v, reporting, not_voting, &mut lines);
     }
     if obs.held.is_none() && !at_zero && value.is_some() {
@@ -129,6 +133,7 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         value,
         in_flight,
         reporting,
+        counted_missing,
         lines,
     }
 }

@@ -193,6 +193,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let mut last_scrape: Option<Scrape> = None;
     let mut evaluated_held = 0;
     let mut latest: Option<(Option<f64>, Activity)> = None;
+    // The latest evaluation's reasons, kept only for the timeline.
+    let mut latest_lines: Vec<String> = Vec::new();
     let mut timeline = Vec::new();
     let mut series = Vec::new();
     let (hpa_every, poll_every, scrape_every) = (
@@ -272,6 +274,9 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     let eval = evaluate(policy, &obs, &mut state);
                     let was_active = latest.is_some_and(|l| l.1.is_active());
                     latest = Some((eval.value, eval.activity));
+                    if settings.record_timeline {
+                        latest_lines.clone_from(&eval.lines);
+                    }
                     evaluated_held = held;
                     // StreamIsActive sends a change of the answer; KEDA acts on `true` at once.
                     let push = settings.trigger == Trigger::ExternalPush;
@@ -296,14 +301,15 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     if let Some((to, why, line)) =
                         keda_pass(policy, &cluster, &mut state, activity, now)
                     {
-                        let lines = last_lines(&state, policy, &cluster, last_scrape.as_ref(), now);
-                        apply(&mut cluster, to, now, "keda", why, reasons(line, &lines));
+                        let lines = reasons(line, &latest_lines);
+                        apply(&mut cluster, to, now, "keda", why, lines);
                     }
                 }
                 if tick % hpa_every == 0 && cluster.current() > 0 {
                     let current = cluster.current();
                     let value = latest.and_then(|l| l.0);
-                    let mut lines = Vec::new();
+                    // What the value was made of, then the HPA's steps on it.
+                    let mut lines = latest_lines.clone();
                     let sync =
                         hpa_sync(policy, &mut state, current, current, value, now, &mut lines);
                     apply(
@@ -341,18 +347,6 @@ fn reasons(action: String, lines: &[String]) -> Vec<String> {
     std::iter::once(action)
         .chain(lines.iter().cloned())
         .collect()
-}
-
-/// The reasons of the latest evaluation, recomputed on a copy of the state (nothing changes).
-fn last_lines(
-    state: &ScalerState,
-    policy: &Policy,
-    cluster: &Cluster,
-    scrape: Option<&Scrape>,
-    now: f64,
-) -> Vec<String> {
-    let mut copy = state.clone();
-    evaluate(policy, &observation(cluster, scrape, now), &mut copy).lines
 }
 
 /// One pass of KEDA's operator (`keda::poll`), polled or pushed: the count it sets, and why.
