@@ -378,3 +378,40 @@ async fn series_per_trigger_removed_when_the_collector_stops() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A trigger that names the wrong server is a configuration error, said once and exported with
+/// the dialect seen; its pods do not vote (never idle) until it is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wrong_server_is_a_configuration_error() {
+    let llama = pod(
+        "127.0.0.1:0",
+        Behaviour::Page(std::fs::read(common::fixture("llamacpp.prom")).unwrap()),
+    );
+    let running_server = start(statics(&[("chat", vec![llama.url()])])).await;
+    let mut c = client(running_server.grpc).await;
+    let mut meta = trigger("chat", "2");
+    meta.push(("server", "vllm".to_owned()));
+    let so = object("chat", &meta);
+    active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+    let e = c
+        .get_metrics(metrics_request(&so, "infscale-queue-chat"))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message()
+            .contains("configured as vllm, the page is llamacpp's"),
+        "{e:?}"
+    );
+    let text = running_server.metrics_text().await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("infscale_config_errors{")
+                && l.contains("key=\"server\",seen=\"llamacpp\"}")
+                && l.ends_with(" 1")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("infscale_scrape_errors_total{"),
+        "a wrong server is not a failed scrape:\n{text}"
+    );
+}

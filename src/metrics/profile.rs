@@ -232,6 +232,20 @@ pub fn read_page(page: &[u8], choice: ServerChoice) -> PageRead {
     } else {
         acc.finish(choice)
     };
+    // A page that is not the configured server's: say whose it is (read again for every
+    // server, on this failure path only).
+    let signals = match (signals, choice) {
+        (Err(e @ ProfileError::MissingSeries { .. }), ServerChoice::Is(configured)) => {
+            match read_page(page, ServerChoice::Auto).signals {
+                Ok(other) if other.server != configured => Err(ProfileError::WrongServer {
+                    configured,
+                    seen: other.server,
+                }),
+                _ => Err(e),
+            }
+        }
+        (signals, _) => signals,
+    };
     PageRead { signals, scan }
 }
 
@@ -342,17 +356,6 @@ impl Accumulator {
         };
         let profile = server.profile();
         let tally = &self.tallies[server as usize];
-        let found_none = tally.running.is_none() && tally.waiting.is_none();
-        let seen = Server::ALL.into_iter().find(|s| {
-            let t = &self.tallies[*s as usize];
-            *s != server && (t.running.is_some() || t.waiting.is_some())
-        });
-        if let (true, Some(seen)) = (found_none, seen) {
-            return Err(ProfileError::WrongServer {
-                configured: server,
-                seen,
-            });
-        }
         let missing = |names: &'static [&'static str]| ProfileError::MissingSeries {
             server,
             missing: names.first().copied().unwrap_or("queue"),

@@ -224,3 +224,24 @@ fn server_names_parse() {
     assert_eq!("Triton".parse(), Ok(ServerChoice::Is(Server::Triton)));
     assert!("ollama".parse::<ServerChoice>().is_err());
 }
+
+#[test]
+fn another_servers_page_is_a_configuration_error_naming_it() {
+    let read = read_page(fixture!("llamacpp.prom"), ServerChoice::Is(Server::Vllm));
+    assert_eq!(
+        read.signals.unwrap_err(),
+        ProfileError::WrongServer {
+            configured: Server::Vllm,
+            seen: Server::LlamaCpp
+        }
+    );
+    // A page of the configured server that lacks a series is still that server's error.
+    let read = read_page(
+        b"vllm:num_requests_running 1\n",
+        ServerChoice::Is(Server::Vllm),
+    );
+    assert!(matches!(
+        read.signals,
+        Err(ProfileError::MissingSeries { .. })
+    ));
+}
