@@ -9,7 +9,7 @@ use common::http::serve;
 use common::kubeapi::kube_api;
 use common::pods::{pod, Behaviour};
 use common::scaler::{
-    active_when, client, config, metrics_request, object, refused_url, start, value_when,
+    active_when, client, config, metrics_request, next_push, object, refused_url, start, value_when,
 };
 use infscale::scaler::proto::ScaledObjectRef;
 use infscale::scaler::server::Config;
@@ -19,7 +19,6 @@ use std::io::Write;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio_stream::StreamExt;
 
 /// A vLLM page with this many requests running and none waiting.
 fn running(n: u32) -> Vec<u8> {
@@ -125,16 +124,8 @@ async fn first_true(
 ) {
     let t0 = Instant::now();
     let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();
-    loop {
-        let msg = tokio::time::timeout(Duration::from_secs(10), stream.next())
-            .await
-            .expect("StreamIsActive sent nothing for 10 s")
-            .expect("stream ended")
-            .unwrap();
-        if msg.result {
-            return (t0.elapsed(), stream);
-        }
-    }
+    while !next_push(&mut stream).await {}
+    (t0.elapsed(), stream)
 }
 
 /// (b) Local mode: a static URL where nothing listens is a target at zero, and a request held at
@@ -155,21 +146,11 @@ async fn a_held_request_wakes_a_static_target_at_zero() {
     // Nothing listens and nothing is held: at zero and idle.
     active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
     let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(!first.result);
+    assert!(!next_push(&mut stream).await);
     let held_at = Instant::now();
     act.set_held(1);
-    let msg = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .expect("no push after the request was held")
-        .unwrap()
-        .unwrap();
+    assert!(next_push(&mut stream).await);
     let took = held_at.elapsed();
-    assert!(msg.result);
     assert!(
         took < Duration::from_millis(100),
         "pushed true after {took:?}"
@@ -226,16 +207,8 @@ async fn a_release_is_not_idle_before_a_later_scrape() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let released = Instant::now();
     act.set_held(0);
-    let idle_at = loop {
-        let msg = tokio::time::timeout(Duration::from_secs(15), stream.next())
-            .await
-            .expect("no false within 15 s of the release")
-            .unwrap()
-            .unwrap();
-        if !msg.result {
-            break Instant::now();
-        }
-    };
+    while next_push(&mut stream).await {}
+    let idle_at = Instant::now();
     let hits = replica.hits.lock().unwrap().clone();
     assert!(
         hits.iter().any(|h| *h >= released && *h <= idle_at),

@@ -141,3 +141,15 @@ pub fn refused_url() -> String {
     drop(probe);
     url
 }
+
+/// The next `StreamIsActive` message, within 15 s.
+pub async fn next_push(
+    stream: &mut tonic::Streaming<infscale::scaler::proto::IsActiveResponse>,
+) -> bool {
+    tokio::time::timeout(Duration::from_secs(15), stream.message())
+        .await
+        .expect("StreamIsActive sent nothing for 15 s")
+        .expect("StreamIsActive failed")
+        .expect("StreamIsActive ended")
+        .result
+}
