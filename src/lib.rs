@@ -27,6 +27,7 @@ pub mod cli;
 pub mod counts;
 pub mod exposition_http;
 pub mod kubeapi;
+pub mod limits;
 pub mod metrics;
 pub mod scaler;
 pub mod scaling;

@@ -165,12 +165,12 @@ impl RouteSpec {
         if self.max_held == 0 {
             return Err(bad("maxHeld", "must be at least 1".into()));
         }
-        if !(self.hold_timeout_seconds.is_finite() && self.hold_timeout_seconds > 0.0) {
-            return Err(bad(
-                "holdTimeoutSeconds",
-                format!("{} must be a positive number", self.hold_timeout_seconds),
-            ));
-        }
+        let hold_timeout = crate::limits::seconds(
+            self.hold_timeout_seconds,
+            false,
+            crate::limits::MAX_HOLD_SECONDS,
+        )
+        .map_err(|e| bad("holdTimeoutSeconds", e))?;
         let host_of_upstream = authority.split(':').next().unwrap_or(authority).to_owned();
         let counts_host = self
             .counts_host
@@ -189,7 +189,7 @@ impl RouteSpec {
             host_header,
             readiness,
             max_held: self.max_held,
-            hold_timeout: Duration::from_secs_f64(self.hold_timeout_seconds),
+            hold_timeout,
             counts_host,
         })
     }

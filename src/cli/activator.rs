@@ -7,7 +7,6 @@ use anyhow::{bail, Context};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -90,12 +89,7 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
         }
         (None, None) => bail!("give --routes FILE or --upstream URL"),
     };
-    if !(args.drain_seconds.is_finite() && args.drain_seconds >= 0.0) {
-        bail!(
-            "--drain-seconds {}: expected a number of seconds",
-            args.drain_seconds
-        );
-    }
+    let drain = super::checks::seconds_from_zero("--drain-seconds", args.drain_seconds)?;
     if args.max_body_bytes == 0 {
         bail!("--max-body-bytes must be above 0");
     }
@@ -105,7 +99,7 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
         routes,
         max_body: args.max_body_bytes,
         kube_api: args.kube_api.clone(),
-        drain: Duration::from_secs_f64(args.drain_seconds),
+        drain,
     })
 }
 

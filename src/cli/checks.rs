@@ -3,12 +3,16 @@
 use anyhow::bail;
 use std::time::Duration;
 
-/// A flag that is a positive, finite number of seconds.
+/// A flag that is a positive number of seconds, at most `limits::MAX_SECONDS`.
 pub fn positive_seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
-    if !(v.is_finite() && v > 0.0) {
-        bail!("{flag} {v}: expected a positive number of seconds");
-    }
-    Ok(Duration::from_secs_f64(v))
+    crate::limits::seconds(v, false, crate::limits::MAX_SECONDS)
+        .map_err(|e| anyhow::anyhow!("{flag} {e}"))
+}
+
+/// A flag that is a number of seconds from 0, at most `limits::MAX_SECONDS`.
+pub fn seconds_from_zero(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    crate::limits::seconds(v, true, crate::limits::MAX_SECONDS)
+        .map_err(|e| anyhow::anyhow!("{flag} {e}"))
 }
 
 /// The `--held` flag of `decide` and `kube`.

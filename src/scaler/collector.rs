@@ -374,7 +374,7 @@ fn conclude(
     };
     let value = match eval.value {
         // No NaN, no infinity, no negative value ever leaves the scaler.
-        Some(v) if v.is_finite() => Ok(v.max(0.0)),
+        Some(v) if v.is_finite() => Ok(crate::limits::metric_value(v)),
         Some(_) => Err("the metric came out non-finite".to_owned()),
         None => Err(with_cause(eval.why_no_value(), &because())),
     };

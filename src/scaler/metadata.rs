@@ -6,8 +6,12 @@
 //! when it points at a Service in the ScaledObject's own namespace or at an activator the scaler
 //! was started with: a URL in metadata is never fetched blindly.
 
+mod address;
+
+use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES, THRESHOLD};
 use crate::metrics::ServerChoice;
 use crate::scaling::{Metric, Policy};
+pub use address::AllowedActivators;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -95,35 +99,6 @@ pub const KEYS: &[&str] = &[
     "scrapeTimeoutSeconds",
 ];
 
-/// Activators the scaler may read besides Services in the ScaledObject's own namespace
-/// (`--allow-activator`, URL prefixes).
-#[derive(Debug, Clone, Default)]
-pub struct AllowedActivators(pub Vec<String>);
-
-impl AllowedActivators {
-    fn permits(&self, url: &str, namespace: &str) -> bool {
-        if self.0.iter().any(|prefix| url.starts_with(prefix.as_str())) {
-            return true;
-        }
-        // http(s)://SERVICE.NAMESPACE.svc[.cluster.local][:port][/path]
-        let Some(rest) = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))
-        else {
-            return false;
-        };
-        let authority = rest.split('/').next().unwrap_or_default();
-        let host = authority.split(':').next().unwrap_or_default();
-        let mut labels = host.split('.');
-        let (Some(service), Some(ns), Some("svc")) = (labels.next(), labels.next(), labels.next())
-        else {
-            return false;
-        };
-        let tail: Vec<&str> = labels.collect();
-        !service.is_empty() && ns == namespace && (tail.is_empty() || tail == ["cluster", "local"])
-    }
-}
-
 fn dns_name(key: &str, v: &str) -> Result<String, MetadataError> {
     let ok = !v.is_empty()
         && v.len() <= 253
@@ -136,6 +111,32 @@ fn dns_name(key: &str, v: &str) -> Result<String, MetadataError> {
     } else {
         Err(bad(key, format!("{v:?} is not a Kubernetes object name")))
     }
+}
+
+/// Refuses metadata larger than a trigger needs, before reading any of it.
+fn check_sizes(metadata: &HashMap<String, String>) -> Result<(), MetadataError> {
+    if metadata.len() > METADATA_KEYS {
+        return Err(bad(
+            "scalerMetadata",
+            format!("{} keys, over {METADATA_KEYS}", metadata.len()),
+        ));
+    }
+    for (k, v) in metadata {
+        if k.len() > METADATA_KEY_BYTES {
+            let shown: String = k.chars().take(32).collect();
+            return Err(bad(
+                &format!("{shown}..."),
+                format!("a key of {} bytes, over {METADATA_KEY_BYTES}", k.len()),
+            ));
+        }
+        if v.len() > METADATA_VALUE_BYTES {
+            return Err(bad(
+                k,
+                format!("a value of {} bytes, over {METADATA_VALUE_BYTES}", v.len()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn seconds(key: &str, v: &str, min: f64, max: f64) -> Result<f64, MetadataError> {
@@ -158,6 +159,7 @@ impl TargetSpec {
         allowed: &AllowedActivators,
     ) -> Result<TargetSpec, MetadataError> {
         let namespace = dns_name("namespace", namespace)?;
+        check_sizes(metadata)?;
         let mut used: BTreeMap<&str, &str> = BTreeMap::new();
         for (k, v) in metadata {
             if IGNORED.contains(&k.as_str()) || k.ends_with("FromEnv") {
@@ -204,13 +206,8 @@ impl TargetSpec {
                 .filter(|p| *p > 0)
                 .ok_or_else(|| bad("metricsPort", format!("{v:?} is not a port")))?,
         };
-        let metrics_path = get("metricsPath").unwrap_or("/metrics").to_owned();
-        if !metrics_path.starts_with('/') || metrics_path.contains(['?', '#', ' ']) {
-            return Err(bad(
-                "metricsPath",
-                format!("{metrics_path:?} is not a path"),
-            ));
-        }
+        let metrics_path = address::metrics_path(get("metricsPath").unwrap_or("/metrics"))
+            .map_err(|e| bad("metricsPath", e))?;
         let metrics_scheme = get("metricsScheme").unwrap_or("http").to_owned();
         if metrics_scheme != "http" && metrics_scheme != "https" {
             return Err(bad("metricsScheme", "expected http or https"));
@@ -228,11 +225,14 @@ impl TargetSpec {
         let threshold: f64 = threshold
             .parse()
             .ok()
-            .filter(|t: &f64| t.is_finite() && *t > 0.0)
+            .filter(|t: &f64| *t >= THRESHOLD.0 && *t <= THRESHOLD.1)
             .ok_or_else(|| {
                 bad(
                     "threshold",
-                    format!("{threshold:?} is not a positive number"),
+                    format!(
+                        "{threshold:?} is not a number from {} to {}",
+                        THRESHOLD.0, THRESHOLD.1
+                    ),
                 )
             })?;
         let mut policy = Policy::new(metric, threshold);
@@ -269,16 +269,9 @@ impl TargetSpec {
                 None
             }
             Some(url) => {
-                if !allowed.permits(url, &namespace) {
-                    return Err(bad(
-                        "activatorUrl",
-                        format!(
-                            "{url:?} is neither a Service in namespace {namespace} \
-                             (http://NAME.{namespace}.svc:PORT) nor an activator this scaler \
-                             was started with (--allow-activator)"
-                        ),
-                    ));
-                }
+                let url = allowed
+                    .check(url, &namespace)
+                    .map_err(|e| bad("activatorUrl", e))?;
                 let host = match get("activatorHost") {
                     Some(h) if !h.is_empty() && h.len() <= 253 => h.to_owned(),
                     Some(h) => return Err(bad("activatorHost", format!("{h:?} is not a host"))),
@@ -287,10 +280,7 @@ impl TargetSpec {
                         Pods::Selector(_) => name.to_owned(),
                     },
                 };
-                Some(ActivatorRef {
-                    url: url.trim_end_matches('/').to_owned(),
-                    host,
-                })
+                Some(ActivatorRef { url, host })
             }
         };
         // One collector per ScaledObject and trigger: its series and logs name both.
@@ -461,7 +451,7 @@ mod tests {
             let e = spec(&[("threshold", "4"), ("activatorUrl", url)]).unwrap_err();
             assert_eq!(e.key, "activatorUrl", "{url}");
         }
-        let allowed = AllowedActivators(vec!["http://127.0.0.1:9091".into()]);
+        let allowed = AllowedActivators::parse(&["http://127.0.0.1:9091".to_owned()]).unwrap();
         let m = meta(&[
             ("threshold", "4"),
             ("activatorUrl", "http://127.0.0.1:9091"),

@@ -56,6 +56,7 @@ pub struct Bound {
     metrics: Option<TcpListener>,
     config: Config,
     kube: Option<kube::Client>,
+    allowed: AllowedActivators,
 }
 
 impl Bound {
@@ -83,6 +84,8 @@ async fn kube_client(config: &Config) -> Option<kube::Client> {
 
 /// Binds the sockets (so the scaler is reachable, and health SERVING, as soon as it runs).
 pub async fn bind(config: Config) -> anyhow::Result<Bound> {
+    let allowed =
+        AllowedActivators::parse(&config.allowed_activators).map_err(anyhow::Error::msg)?;
     let grpc = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -100,6 +103,7 @@ pub async fn bind(config: Config) -> anyhow::Result<Bound> {
         metrics,
         config,
         kube,
+        allowed,
     })
 }
 
@@ -169,7 +173,7 @@ impl Bound {
         };
         let scaler = Scaler {
             registry,
-            allowed: AllowedActivators(config.allowed_activators.clone()),
+            allowed: self.allowed,
             telemetry: telemetry.clone(),
         };
         let (health, health_service) = tonic_health::server::health_reporter();

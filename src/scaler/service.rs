@@ -65,13 +65,10 @@ impl Scaler {
     }
 }
 
-/// A metric value as KEDA reads it: the double, and the deprecated int64 rounded up.
+/// A metric value as KEDA reads it: the double, and the deprecated int64 rounded up; clamped to
+/// what KEDA's milli-unit conversion holds (`limits::MAX_METRIC_VALUE`).
 pub fn metric_value(name: String, value: f64) -> MetricValue {
-    let value = if value.is_finite() {
-        value.max(0.0)
-    } else {
-        0.0
-    };
+    let value = crate::limits::metric_value(value);
     MetricValue {
         metric_name: name,
         metric_value: value.ceil() as i64,
@@ -220,5 +217,8 @@ mod tests {
         assert_eq!((zero.metric_value, zero.metric_value_float), (0, 0.0));
         let bad = metric_value("m".into(), f64::NAN);
         assert_eq!((bad.metric_value, bad.metric_value_float), (0, 0.0));
+        let huge = metric_value("m".into(), 18_446_744_073_709_551_615.0);
+        assert_eq!(huge.metric_value, 1 << 53);
+        assert!(huge.metric_value_float * 1000.0 < i64::MAX as f64);
     }
 }

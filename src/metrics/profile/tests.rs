@@ -155,9 +155,9 @@ fn a_named_server_reads_only_its_own_series() {
     let read = read_page(fixture!("vllm-busy.prom"), ServerChoice::Is(Server::Sglang));
     assert_eq!(
         read.signals,
-        Err(ProfileError::MissingSeries {
-            server: Server::Sglang,
-            missing: "sglang:num_queue_reqs"
+        Err(ProfileError::WrongServer {
+            configured: Server::Sglang,
+            seen: Server::Vllm
         })
     );
     let s = signals(fixture!("vllm-busy.prom"), ServerChoice::Is(Server::Vllm));

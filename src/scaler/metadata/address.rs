@@ -1,0 +1,231 @@
+//! Addresses in trigger metadata, parsed and compared as URLs, never as text.
+//!
+//! Whoever can write a ScaledObject chooses its metadata, and the scaler fetches what it names
+//! from inside the cluster, so an address is only accepted in a form with one meaning: an
+//! `activatorUrl` is an http(s) URL with no userinfo, query or fragment, whose host is a Service
+//! in the ScaledObject's own namespace (`NAME.NS.svc[.cluster.local]`, any port) or whose scheme,
+//! host, port and path prefix equal an entry the scaler was started with (`--allow-activator`);
+//! a `metricsPath` is an absolute path without dot segments, `%`-escapes of `/`, `.` or `\`,
+//! `@`, queries, fragments or control characters, so that the pod proxy's path cannot climb out
+//! of the pod.
+
+use crate::limits::{PATH_BYTES, URL_BYTES};
+use url::{Host, Url};
+
+/// One `--allow-activator` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Allowed {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+    path: String,
+}
+
+/// Activators the scaler may read besides Services in the ScaledObject's own namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedActivators(Vec<Allowed>);
+
+impl AllowedActivators {
+    /// Parses `--allow-activator` entries; an entry that is not a clean URL is an error naming it.
+    pub fn parse(entries: &[String]) -> Result<AllowedActivators, String> {
+        let mut allowed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let url = clean_url(entry).map_err(|e| format!("--allow-activator {entry:?}: {e}"))?;
+            allowed.push(Allowed {
+                scheme: url.scheme().to_owned(),
+                host: url.host_str().unwrap_or_default().to_owned(),
+                port: url.port_or_known_default(),
+                path: url.path().trim_end_matches('/').to_owned(),
+            });
+        }
+        Ok(AllowedActivators(allowed))
+    }
+
+    /// The activator's base URL for a trigger in `namespace`, normalised, or why it is refused.
+    pub fn check(&self, raw: &str, namespace: &str) -> Result<String, String> {
+        let url = clean_url(raw)?;
+        let path = url.path().trim_end_matches('/');
+        let listed = self.0.iter().any(|a| {
+            a.scheme == url.scheme()
+                && Some(a.host.as_str()) == url.host_str()
+                && a.port == url.port_or_known_default()
+                && (path == a.path || path.starts_with(&format!("{}/", a.path)))
+        });
+        if !listed && !in_namespace(&url, namespace) {
+            return Err(format!(
+                "{raw:?} is neither a Service in namespace {namespace} \
+                 (http://NAME.{namespace}.svc:PORT) nor an activator this scaler was started with \
+                 (--allow-activator)"
+            ));
+        }
+        Ok(url.as_str().trim_end_matches('/').to_owned())
+    }
+}
+
+/// An http(s) URL with a host and nothing that could make it mean two things.
+fn clean_url(raw: &str) -> Result<Url, String> {
+    if raw.len() > URL_BYTES {
+        return Err(format!("{} bytes, over {URL_BYTES}", raw.len()));
+    }
+    if raw.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("has whitespace or control characters".to_owned());
+    }
+    let url = Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!("{raw:?}: the scheme must be http or https"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "{raw:?}: userinfo (user@ or user:pass@) is not allowed"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("{raw:?}: a query or fragment is not allowed"));
+    }
+    if url.host().is_none() {
+        return Err(format!("{raw:?}: no host"));
+    }
+    Ok(url)
+}
+
+/// `NAME.NAMESPACE.svc` or `NAME.NAMESPACE.svc.cluster.local`, in `namespace`.
+fn in_namespace(url: &Url, namespace: &str) -> bool {
+    let Some(Host::Domain(host)) = url.host() else {
+        return false;
+    };
+    let labels: Vec<&str> = host.split('.').collect();
+    let (service, ns, tail) = match labels.as_slice() {
+        [service, ns, tail @ ..] => (*service, *ns, tail),
+        _ => return false,
+    };
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    label_ok(service) && ns == namespace && (tail == ["svc"] || tail == ["svc", "cluster", "local"])
+}
+
+/// A `metricsPath` as the scaler will send it, or why it is refused.
+pub fn metrics_path(raw: &str) -> Result<String, String> {
+    if raw.len() > PATH_BYTES {
+        return Err(format!("{} bytes, over {PATH_BYTES}", raw.len()));
+    }
+    if !raw.starts_with('/') {
+        return Err(format!("{raw:?} is not an absolute path"));
+    }
+    if let Some(c) = raw
+        .chars()
+        .find(|c| c.is_control() || c.is_whitespace() || matches!(c, '@' | '?' | '#' | '\\'))
+    {
+        return Err(format!(
+            "{raw:?} has {c:?}: a path only (no queries, fragments, @, \\ or control characters)"
+        ));
+    }
+    let lower = raw.to_ascii_lowercase();
+    for escape in ["%2e", "%2f", "%5c", "%40", "%00"] {
+        if lower.contains(escape) {
+            return Err(format!(
+                "{raw:?} escapes a character a path must not hide ({escape})"
+            ));
+        }
+    }
+    let segments: Vec<&str> = raw[1..].split('/').collect();
+    for (i, segment) in segments.iter().enumerate() {
+        if *segment == "." || *segment == ".." {
+            return Err(format!("{raw:?} has a dot segment"));
+        }
+        if segment.is_empty() && i + 1 < segments.len() {
+            return Err(format!("{raw:?} has an empty segment (//)"));
+        }
+    }
+    Ok(raw.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed(entries: &[&str]) -> AllowedActivators {
+        AllowedActivators::parse(&entries.iter().map(|e| e.to_string()).collect::<Vec<_>>())
+            .unwrap()
+    }
+
+    #[test]
+    fn services_in_the_namespace_only() {
+        let none = AllowedActivators::default();
+        for ok in [
+            "http://act.llm.svc:9092",
+            "http://act.llm.svc.cluster.local:9092/",
+            "https://act.llm.svc",
+        ] {
+            assert!(none.check(ok, "llm").is_ok(), "{ok}");
+        }
+        for refused in [
+            // The probes that passed the text rule.
+            "http://act.llm.svc:x@127.0.0.1:39092/internal/admin?",
+            "http://act.llm.svc@127.0.0.1/",
+            "http://act.llm.svc:9092/queue?",
+            "http://act.llm.svc:9092/#x",
+            "http://act.other.svc:9091",
+            "http://169.254.169.254/latest",
+            "http://act.llm.svc.evil.com/",
+            "ftp://act.llm.svc/",
+            "http://act.llm.svc:9092/\r\nx",
+            "http://.llm.svc:9092",
+        ] {
+            assert!(none.check(refused, "llm").is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn allowed_entries_match_host_port_and_path_exactly() {
+        let a = allowed(&["http://127.0.0.1:39092", "http://act/admin"]);
+        assert_eq!(
+            a.check("http://127.0.0.1:39092/", "llm"),
+            Ok("http://127.0.0.1:39092".to_owned())
+        );
+        assert!(a.check("http://act:80/admin/x", "llm").is_ok());
+        for refused in [
+            "http://127.0.0.1:39092@evil.example/queue",
+            "http://127.0.0.1:390920",
+            "http://127.0.0.1:39093",
+            "https://127.0.0.1:39092",
+            "http://act.evil.example/admin",
+            "http://act/administrator",
+            "http://act/",
+        ] {
+            assert!(a.check(refused, "llm").is_err(), "{refused}");
+        }
+        assert!(AllowedActivators::parse(&["http://u:p@host".to_owned()]).is_err());
+        assert!(AllowedActivators::parse(&["not a url".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn metrics_paths_cannot_climb() {
+        for ok in ["/metrics", "/v1/metrics", "/metrics/", "/a-b_c.d/metrics"] {
+            assert_eq!(metrics_path(ok).as_deref(), Ok(ok));
+        }
+        for refused in [
+            "metrics",
+            "/../../../../api/v1/namespaces/kube-system/secrets",
+            "/metrics/..",
+            "/./metrics",
+            "/%2e%2e/secrets",
+            "/%2E%2E%2Fsecrets",
+            "/a%2fb",
+            "/metrics@evil",
+            "/metrics\r\nHost: x",
+            "/metrics?x=1",
+            "/metrics#x",
+            "//metrics",
+            "/a\\..\\b",
+        ] {
+            assert!(metrics_path(refused).is_err(), "{refused:?}");
+        }
+        assert!(metrics_path(&format!("/{}", "a".repeat(1 << 20))).is_err());
+    }
+}
