@@ -55,6 +55,7 @@ async fn a_held_request_wakes_the_deployment() {
         max_concurrent_scrapes: 8,
         idle_stop: Duration::from_secs(600),
         staleness: Duration::from_secs(300),
+        bounds: infscale::scaler::server::Bounds::default(),
     })
     .await
     .unwrap();

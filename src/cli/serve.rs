@@ -1,8 +1,8 @@
 //! `infscale serve`: the KEDA external scaler.
 
-use super::checks::positive_seconds;
+use super::checks::{positive_seconds, seconds_from_zero};
 use crate::scaler::discovery::{ScrapeVia, StaticTargets};
-use crate::scaler::server::{self, Config, TlsFiles};
+use crate::scaler::server::{self, Bounds, Config, TlsFiles};
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -57,6 +57,19 @@ pub struct Args {
     /// then answer with errors.
     #[arg(long, default_value_t = 300.0)]
     pub stale_after_seconds: f64,
+    /// The most triggers followed at once; a call for one more is RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 1000)]
+    pub max_targets: usize,
+    /// The most gRPC connections at once; one more is closed as it is accepted.
+    #[arg(long, default_value_t = 512)]
+    pub max_connections: usize,
+    /// Close a gRPC connection after this many seconds without a byte from its client (the
+    /// scaler pings three times in that span, so live clients always answer).
+    #[arg(long, default_value_t = 120.0)]
+    pub connection_idle_seconds: f64,
+    /// After SIGTERM, how long calls in flight have before the process exits (streams end at once).
+    #[arg(long, default_value_t = 10.0)]
+    pub drain_seconds: f64,
     /// Log format: text or json (level from RUST_LOG, default info).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -109,6 +122,13 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+fn at_least_one(flag: &str, n: usize) -> anyhow::Result<usize> {
+    if n == 0 {
+        bail!("{flag} 0: expected at least 1");
+    }
+    Ok(n)
+}
+
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
     let metrics_listen =
@@ -135,6 +155,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_concurrent_scrapes: args.max_concurrent_scrapes,
         idle_stop: positive_seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
         staleness: positive_seconds("--stale-after-seconds", args.stale_after_seconds)?,
+        bounds: Bounds {
+            max_targets: at_least_one("--max-targets", args.max_targets)?,
+            max_connections: at_least_one("--max-connections", args.max_connections)?,
+            connection_idle: positive_seconds(
+                "--connection-idle-seconds",
+                args.connection_idle_seconds,
+            )?,
+            drain: seconds_from_zero("--drain-seconds", args.drain_seconds)?,
+        },
     };
     let bound = server::bind(config).await?;
     bound.run(shutdown_signal()).await?;

@@ -3,11 +3,15 @@
 //!
 //! In a cluster, the pods are those of the target's Deployment (its selector, read once from the
 //! API) or of a label selector, in the ScaledObject's own namespace only, kept current by a watch
-//! (kube's reflector) rather than a list call per scrape. Only Ready pods with an IP, not being
-//! deleted, are scraped. If the API stops answering, the last set is used for a bounded time,
-//! then the target reports an error rather than a guess.
+//! (kube's reflector) rather than a list call per scrape. One watch per namespace serves every
+//! target in it, each picking its pods with its own selector, so a thousand ScaledObjects cost
+//! the API server one watch per namespace, not a thousand; the watch stops with the last target
+//! that uses it. Only Ready pods with an IP, not being deleted, are scraped. If the API stops
+//! answering, the last set is used for a bounded time, then the target reports an error rather
+//! than a guess.
 
 use super::metadata::{Pods, TargetSpec};
+use super::selector::Selector;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -77,6 +81,8 @@ pub enum DiscoveryError {
     Stale(f64, String),
     #[error("waiting for the first pod list from the Kubernetes API")]
     NotSynced,
+    #[error("the pod selector: {0}")]
+    Selector(String),
 }
 
 /// Static targets from `--static-target NAME=URL[,URL...]`.
@@ -92,6 +98,82 @@ pub struct DiscoveryContext {
     pub staleness: Duration,
     /// Whether the API server answers, probed in the background.
     pub api: Arc<ApiHealth>,
+    /// The pod watch of each namespace, shared by its targets.
+    pub watches: Arc<NamespaceWatches>,
+}
+
+/// One pod watch per namespace, alive while a target uses it.
+#[derive(Default)]
+pub struct NamespaceWatches(Mutex<HashMap<String, std::sync::Weak<NamespaceWatch>>>);
+
+impl NamespaceWatches {
+    /// The namespace's watch, started if no target holds it.
+    fn get(&self, client: &Client, namespace: &str) -> Arc<NamespaceWatch> {
+        let mut watches = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        watches.retain(|_, w| w.strong_count() > 0);
+        if let Some(w) = watches.get(namespace).and_then(|w| w.upgrade()) {
+            return w;
+        }
+        let w = Arc::new(NamespaceWatch::start(client.clone(), namespace));
+        watches.insert(namespace.to_owned(), Arc::downgrade(&w));
+        w
+    }
+
+    /// Watches running now.
+    pub fn len(&self) -> usize {
+        let watches = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        watches.values().filter(|w| w.strong_count() > 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A reflector over every pod of one namespace.
+pub struct NamespaceWatch {
+    store: Store<Pod>,
+    /// Whether the first list has arrived.
+    synced: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for NamespaceWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl NamespaceWatch {
+    fn start(client: Client, namespace: &str) -> NamespaceWatch {
+        let api: Api<Pod> = Api::namespaced(client, namespace);
+        let (store, writer) = reflector::store();
+        let synced = Arc::new(AtomicBool::new(false));
+        let flag = synced.clone();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        let ns = namespace.to_owned();
+        tracing::info!(namespace = %ns, "watching the namespace's pods");
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::InitDone) => flag.store(true, Ordering::Relaxed),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(namespace = %ns, error = %e, "pod watch failed; retrying")
+                    }
+                }
+            }
+        });
+        NamespaceWatch {
+            store,
+            synced,
+            task,
+        }
+    }
 }
 
 /// Whether the Kubernetes API answers. A quiet pod watch says nothing either way, so a
@@ -179,11 +261,8 @@ impl Discovery {
             Pods::Deployment(name) => deployment_selector(client, &spec.namespace, name).await?,
         };
         Ok(Discovery::Kube(KubeDiscovery::start(
-            client.clone(),
-            spec,
-            selector,
-            ctx.via,
-        )))
+            ctx, client, spec, &selector,
+        )?))
     }
 
     /// The Ready pods to scrape now.
@@ -235,55 +314,42 @@ pub fn label_selector(d: &Deployment) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(","))
 }
 
-/// A reflector over the target's pods.
+/// A target's pods: its selector over its namespace's shared watch.
 pub struct KubeDiscovery {
-    store: Store<Pod>,
-    /// Whether the first list has arrived.
-    synced: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
+    watch: Arc<NamespaceWatch>,
+    selector: Selector,
     shape: EndpointShape,
 }
 
-impl Drop for KubeDiscovery {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 impl KubeDiscovery {
-    fn start(client: Client, spec: &TargetSpec, selector: String, via: ScrapeVia) -> KubeDiscovery {
-        let api: Api<Pod> = Api::namespaced(client, &spec.namespace);
-        let (store, writer) = reflector::store();
-        let synced = Arc::new(AtomicBool::new(false));
-        let flag = synced.clone();
-        let config = watcher::Config::default().labels(&selector);
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
-        let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::InitDone) => flag.store(true, Ordering::Relaxed),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
-                }
-            }
-        });
-        KubeDiscovery {
-            store,
-            synced,
-            task,
-            shape: EndpointShape::new(spec, via),
-        }
+    fn start(
+        ctx: &DiscoveryContext,
+        client: &Client,
+        spec: &TargetSpec,
+        selector: &str,
+    ) -> Result<KubeDiscovery, DiscoveryError> {
+        let selector = Selector::parse(selector).map_err(DiscoveryError::Selector)?;
+        Ok(KubeDiscovery {
+            watch: ctx.watches.get(client, &spec.namespace),
+            selector,
+            shape: EndpointShape::new(spec, ctx.via),
+        })
     }
 
     fn pods(&self) -> Result<Vec<PodEndpoint>, DiscoveryError> {
-        if !self.synced.load(Ordering::Relaxed) {
+        if !self.watch.synced.load(Ordering::Relaxed) {
             return Err(DiscoveryError::NotSynced);
         }
+        let empty = std::collections::BTreeMap::new();
         Ok(self
+            .watch
             .store
             .state()
             .iter()
+            .filter(|pod| {
+                self.selector
+                    .matches(pod.metadata.labels.as_ref().unwrap_or(&empty))
+            })
             .filter_map(|pod| self.shape.endpoint(pod))
             .collect())
     }

@@ -10,11 +10,13 @@
 
 pub mod activator;
 pub mod collector;
+pub mod connections;
 pub mod discovery;
 pub mod metadata;
 pub mod proto;
 pub mod registry;
 pub mod scrape;
+pub mod selector;
 pub mod server;
 pub mod service;
 pub mod telemetry;

@@ -32,13 +32,16 @@ impl Drop for Target {
 pub struct Registry {
     targets: Mutex<HashMap<String, Arc<Target>>>,
     shared: Shared,
+    /// The most targets followed at once.
+    max: usize,
 }
 
 impl Registry {
-    pub fn new(shared: Shared) -> Registry {
+    pub fn new(shared: Shared, max: usize) -> Registry {
         Registry {
             targets: Mutex::new(HashMap::new()),
             shared,
+            max,
         }
     }
 
@@ -46,13 +49,17 @@ impl Registry {
         self.shared.epoch.elapsed().as_millis() as u64
     }
 
-    /// The target for `spec`, its collector started on first use, marked used now.
-    pub fn target(&self, spec: TargetSpec) -> Arc<Target> {
+    /// The target for `spec`, its collector started on first use, marked used now; `Err(max)`
+    /// when it is new and `max` targets are followed already.
+    pub fn target(&self, spec: TargetSpec) -> Result<Arc<Target>, usize> {
         let now = self.now_ms();
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = targets.get(&spec.key) {
             t.last_call_ms.store(now, Ordering::Relaxed);
-            return t.clone();
+            return Ok(t.clone());
+        }
+        if targets.len() >= self.max {
+            return Err(self.max);
         }
         let (tx, rx) = watch::channel(Reading::Pending);
         tracing::info!(target_name = %spec.label(), "starting a collector");
@@ -64,7 +71,7 @@ impl Registry {
             task,
         });
         targets.insert(spec.key, target.clone());
-        target
+        Ok(target)
     }
 
     /// Marks a target used (a long-lived stream keeps its collector alive).

@@ -2,6 +2,7 @@
 //! collectors' shared parts, the reaper, and the HTTP server for the scaler's own `/metrics`.
 
 use super::collector::Shared;
+use super::connections;
 use super::discovery::{ApiHealth, DiscoveryContext, ScrapeVia, StaticTargets};
 use super::metadata::AllowedActivators;
 use super::proto::external_scaler_server::ExternalScalerServer;
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio::sync::watch;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 /// Certificate files for TLS, and a CA for mutual TLS.
@@ -48,6 +49,32 @@ pub struct Config {
     pub idle_stop: Duration,
     /// Trust the last pod list this long after the API stops answering.
     pub staleness: Duration,
+    pub bounds: Bounds,
+}
+
+/// What callers can make the scaler hold, and how long a shutdown may take.
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// Triggers with a collector at once; a call for one more is `RESOURCE_EXHAUSTED`.
+    pub max_targets: usize,
+    /// gRPC connections at once; one more is closed as it is accepted.
+    pub max_connections: usize,
+    /// A gRPC connection is closed after this long without a byte from its client (the server
+    /// pings three times in it, so a live client always answers in time).
+    pub connection_idle: Duration,
+    /// After SIGTERM: streams are closed at once, and calls in flight get this long.
+    pub drain: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            max_targets: 1000,
+            max_connections: 512,
+            connection_idle: Duration::from_secs(120),
+            drain: Duration::from_secs(10),
+        }
+    }
 }
 
 /// The scaler's sockets, bound, not yet serving.
@@ -145,6 +172,7 @@ impl Bound {
                 via,
                 staleness: config.staleness,
                 api,
+                watches: Arc::default(),
             },
             scraper: Scraper {
                 http,
@@ -157,7 +185,7 @@ impl Bound {
             telemetry: telemetry.clone(),
             epoch: Instant::now(),
         };
-        let registry = Arc::new(Registry::new(shared));
+        let registry = Arc::new(Registry::new(shared, config.bounds.max_targets));
         let reaper = {
             let registry = registry.clone();
             let idle = config.idle_stop;
@@ -171,10 +199,12 @@ impl Bound {
                 }
             })
         };
+        let (closing_tx, mut closing_rx) = watch::channel(false);
         let scaler = Scaler {
             registry,
             allowed: self.allowed,
             telemetry: telemetry.clone(),
+            closing: closing_rx.clone(),
         };
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ExternalScalerServer<Scaler>>().await;
@@ -201,20 +231,34 @@ impl Bound {
             })
         });
         tracing::info!(listen = %self.grpc.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving KEDA's external scaler protocol");
-        // Pushes are small HTTP/2 frames: no Nagle delay behind the last one (tonic's own
-        // `tcp_nodelay` does not apply to an incoming stream).
-        let incoming = tokio_stream::StreamExt::map(TcpListenerStream::new(self.grpc), |s| {
-            s.inspect(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            })
-        });
-        let served = builder
+        let bounds = config.bounds.clone();
+        let incoming =
+            connections::incoming(self.grpc, bounds.max_connections, bounds.connection_idle);
+        // SIGTERM: tell the streams to end, let tonic finish the calls in flight, and stop
+        // waiting for them after the drain.
+        let signal = async move {
+            shutdown.await;
+            let _ = closing_tx.send(true);
+        };
+        let drained = async move {
+            let _ = closing_rx.wait_for(|closing| *closing).await;
+            tokio::time::sleep(bounds.drain).await;
+        };
+        let serve = builder
+            .http2_keepalive_interval(Some(connections::keepalive(bounds.connection_idle)))
+            .http2_keepalive_timeout(Some(connections::keepalive(bounds.connection_idle)))
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(ExternalScalerServer::new(scaler))
-            .serve_with_incoming_shutdown(incoming, shutdown)
-            .await;
+            .serve_with_incoming_shutdown(incoming, signal);
+        let served = tokio::select! {
+            served = serve => served,
+            _ = drained => {
+                tracing::warn!(drain = ?bounds.drain, "drain over: exiting with calls still open");
+                Ok(())
+            }
+        };
         reaper.abort();
         if let Some(p) = probe {
             p.abort();

@@ -28,6 +28,8 @@ pub struct Scaler {
     pub registry: Arc<Registry>,
     pub allowed: AllowedActivators,
     pub telemetry: Arc<Telemetry>,
+    /// Becomes true at shutdown: every open stream ends.
+    pub closing: tokio::sync::watch::Receiver<bool>,
 }
 
 type IsActiveStream = Pin<Box<dyn Stream<Item = Result<IsActiveResponse, Status>> + Send>>;
@@ -38,7 +40,11 @@ impl Scaler {
         let spec =
             TargetSpec::from_metadata(&r.name, &r.namespace, &r.scaler_metadata, &self.allowed)
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        Ok(self.registry.target(spec))
+        self.registry.target(spec).map_err(|max| {
+            Status::resource_exhausted(format!(
+                "{max} triggers are being followed, the most this scaler takes (--max-targets)"
+            ))
+        })
     }
 
     fn report(target: &Target) -> Result<Report, Status> {
@@ -100,6 +106,7 @@ impl ExternalScaler for Scaler {
         let target = self.count("StreamIsActive", self.target(request.get_ref()))?;
         let registry = self.registry.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let mut closing = self.closing.clone();
         tokio::spawn(async move {
             let mut reading = target.reading.clone();
             let mut sent: Option<bool> = None;
@@ -138,6 +145,7 @@ impl ExternalScaler for Scaler {
                         }
                     }
                     _ = tx.closed() => return,
+                    _ = closing.changed() => return,
                 }
             }
         });

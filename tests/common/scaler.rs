@@ -24,6 +24,7 @@ pub fn config() -> Config {
         max_concurrent_scrapes: 64,
         idle_stop: Duration::from_secs(600),
         staleness: Duration::from_secs(300),
+        bounds: infscale::scaler::server::Bounds::default(),
     }
 }
 
