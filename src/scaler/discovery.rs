@@ -177,40 +177,51 @@ impl NamespaceWatch {
 }
 
 /// Whether the Kubernetes API answers. A quiet pod watch says nothing either way, so a
-/// background probe asks the API server for its version every few seconds.
-#[derive(Debug, Default)]
-pub struct ApiHealth(Mutex<Failing>);
+/// background probe asks the API server for its version every few seconds. Staleness is judged
+/// from the last answer, not from the first failure, so a probe that stops reporting at all (a
+/// hung call, a stopped task) reads as stale too.
+#[derive(Debug)]
+pub struct ApiHealth(Mutex<Health>);
 
-#[derive(Debug, Default, Clone)]
-struct Failing {
-    since: Option<Instant>,
+#[derive(Debug, Clone)]
+struct Health {
+    /// The last answer (or when watching began).
+    last_ok: Instant,
     error: String,
+}
+
+impl Default for ApiHealth {
+    fn default() -> ApiHealth {
+        ApiHealth(Mutex::new(Health {
+            last_ok: Instant::now(),
+            error: "no answer yet".to_owned(),
+        }))
+    }
 }
 
 impl ApiHealth {
     pub fn ok(&self) {
-        if let Ok(mut f) = self.0.lock() {
-            f.since = None;
+        if let Ok(mut h) = self.0.lock() {
+            h.last_ok = Instant::now();
         }
     }
 
     pub fn failed(&self, error: String) {
-        if let Ok(mut f) = self.0.lock() {
-            f.since.get_or_insert_with(Instant::now);
-            f.error = error;
+        if let Ok(mut h) = self.0.lock() {
+            h.error = error;
         }
     }
 
-    /// An error once the API has been failing for longer than `staleness`.
+    /// An error once the API has not answered for longer than `staleness`.
     pub fn check(&self, staleness: Duration) -> Result<(), DiscoveryError> {
-        let f = self.0.lock().map(|f| f.clone()).unwrap_or_default();
-        match f.since {
-            Some(since) if since.elapsed() > staleness => Err(DiscoveryError::Stale(
-                since.elapsed().as_secs_f64(),
-                f.error,
-            )),
-            _ => Ok(()),
+        let h = self.0.lock().map(|h| h.clone()).map_err(|_| {
+            DiscoveryError::Stale(0.0, "the API health record is poisoned".to_owned())
+        })?;
+        let silent = h.last_ok.elapsed();
+        if silent > staleness {
+            return Err(DiscoveryError::Stale(silent.as_secs_f64(), h.error));
         }
+        Ok(())
     }
 
     /// Probes the API every `every` until the task is aborted.
@@ -450,6 +461,18 @@ pub fn parse_cpu(q: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_api_that_stops_answering_goes_stale_without_a_failure() {
+        let health = ApiHealth::default();
+        health.ok();
+        assert!(health.check(Duration::from_secs(60)).is_ok());
+        std::thread::sleep(Duration::from_millis(30));
+        // No probe reported anything since: stale, as if it had failed.
+        assert!(health.check(Duration::from_millis(20)).is_err());
+        health.ok();
+        assert!(health.check(Duration::from_millis(20)).is_ok());
+    }
 
     #[test]
     fn cpu_quantities() {

@@ -18,6 +18,8 @@ pub struct KubeApi {
     pub pods: Arc<Mutex<Vec<FakePod>>>,
     /// The Deployment's spec.replicas, which a scale patch changes.
     pub replicas: Arc<Mutex<u32>>,
+    /// Pod list requests (each watcher's start lists first).
+    pub pod_lists: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A blocking GET of `http://addr/path`, for the pod proxy.
@@ -66,6 +68,8 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
     let shared = pods.clone();
     let deployment = format!("/apis/apps/v1/namespaces/{ns}/deployments/{app}");
     let pod_path = format!("/api/v1/namespaces/{ns}/pods");
+    let pod_lists = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let lists = pod_lists.clone();
     let server = serve(
         "127.0.0.1:0",
         Duration::from_secs(120),
@@ -118,6 +122,7 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                 }
                 let _ = stream.write_all(b"0\r\n\r\n");
             } else if path == pod_path {
+                lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let items: Vec<serde_json::Value> = shared
                     .lock()
                     .unwrap()
@@ -159,5 +164,6 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
         server,
         pods,
         replicas,
+        pod_lists,
     }
 }
