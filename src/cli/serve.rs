@@ -29,8 +29,9 @@ pub struct Args {
     /// for it. Repeatable.
     #[arg(long, value_name = "NAME=URL[,URL...]")]
     pub static_target: Vec<String>,
-    /// An activator admin URL (prefix) that trigger metadata may name besides Services in the
-    /// ScaledObject's own namespace. Repeatable.
+    /// An activator admin URL that trigger metadata may name besides Services in the
+    /// ScaledObject's own namespace: its scheme, host and port must match exactly, and its path
+    /// be a prefix on a segment boundary. Repeatable.
     #[arg(long, value_name = "URL")]
     pub allow_activator: Vec<String>,
     /// Use this Kubernetes API server without credentials (e.g. `kubectl proxy`'s); default:
