@@ -75,6 +75,7 @@ async fn activator(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> 
         max_held,
         hold_timeout_seconds: hold_timeout,
         counts_host: Some("chat".into()),
+        abandon_lease_seconds: 0.5,
         ..RouteSpec::to_upstream(&format!("http://{upstream}"))
     }
     .check(0, "default")
@@ -240,14 +241,28 @@ async fn a_client_that_leaves_leaves_the_queue_at_once() {
     wait_held(a.admin, 1).await;
     drop(raw);
     let gone = Instant::now();
+    // It still counts as held for the route's abandon lease (0.5 s here), so a client that
+    // retries finds the model waking; then it is gone, and counted as abandoned.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(chat_counts(a.admin).await["Held"], 1);
     wait_held(a.admin, 0).await;
     assert!(
-        gone.elapsed() < Duration::from_millis(500),
+        gone.elapsed() < Duration::from_millis(1500),
         "left after {:?}",
         gone.elapsed()
     );
     let counts = chat_counts(a.admin).await;
     assert_eq!(counts["Concurrency"], 0);
+    let metrics = reqwest::get(format!("http://{}/metrics", a.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("infscale_activator_abandoned_total{route=\"chat\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

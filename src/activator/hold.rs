@@ -8,13 +8,17 @@
 //! (its upstream refused the connection) goes back to its place in the line. Once shut down, a
 //! route holds nothing more. Every change of a held count or of readiness bumps a shared version,
 //! which `/queue/watch` streams; requests forwarded to a ready upstream do not, so the hot path
-//! takes one short lock and no notification.
+//! takes one short lock and no notification. A held request whose client gave up is counted as
+//! abandoned and still counts as held for the route's `abandonLeaseSeconds`: the client that
+//! retries finds the model waking, not the count back at zero.
 
 use super::routes::Route;
 use crate::counts::HostCounts;
+use prometheus_client::metrics::counter::Counter;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::sync::{oneshot, watch, Notify};
 
 /// Why a held request stops waiting.
@@ -34,6 +38,19 @@ struct Queue {
     /// Held requests by arrival ticket, oldest first.
     waiters: VecDeque<(u64, oneshot::Sender<Release>)>,
     released: u64,
+    /// When each abandoned hold stops counting as held, soonest first.
+    leases: VecDeque<Instant>,
+}
+
+impl Queue {
+    /// Held requests, abandoned ones still on lease included.
+    fn held(&mut self) -> usize {
+        let now = Instant::now();
+        while self.leases.front().is_some_and(|end| *end <= now) {
+            self.leases.pop_front();
+        }
+        self.waiters.len() + self.leases.len()
+    }
 }
 
 /// One route at run time.
@@ -48,6 +65,8 @@ pub struct RouteState {
     pub wake: Notify,
     /// Bumped on every change of any route's counts.
     changes: Arc<watch::Sender<u64>>,
+    /// Held requests whose clients went away before the release.
+    pub abandoned: Counter,
 }
 
 /// What `admit` decided.
@@ -62,11 +81,20 @@ pub enum Admission {
     Closed,
 }
 
-/// A request in the hold queue; dropping it before its release takes it out.
+/// A request in the hold queue; dropping it before its release takes it out (abandoned, unless
+/// it was [`Held::expire`]d).
 pub struct Held {
     ticket: u64,
     pub release: oneshot::Receiver<Release>,
     state: Arc<RouteState>,
+    abandoned: bool,
+}
+
+impl Held {
+    /// The hold timed out (answered 504): leaving is not abandoning.
+    pub fn expire(mut self) {
+        self.abandoned = false;
+    }
 }
 
 impl Drop for Held {
@@ -78,13 +106,32 @@ impl Drop for Held {
         ) {
             return;
         }
+        let lease = self.state.route.abandon_lease;
         let mut q = self.state.lock();
         let Ok(at) = q.waiters.binary_search_by_key(&self.ticket, |(t, _)| *t) else {
             return;
         };
         q.waiters.remove(at);
+        let leased = self.abandoned && !lease.is_zero();
+        if leased {
+            q.leases.push_back(Instant::now() + lease);
+        }
         drop(q);
-        self.state.changed();
+        if self.abandoned {
+            self.state.abandoned.inc();
+        }
+        if leased {
+            // The count drops when the lease ends: say so then.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let state = self.state.clone();
+                runtime.spawn(async move {
+                    tokio::time::sleep(lease).await;
+                    state.changed();
+                });
+            }
+        } else {
+            self.state.changed();
+        }
     }
 }
 
@@ -97,6 +144,7 @@ impl RouteState {
             requests: AtomicU64::new(0),
             wake: Notify::new(),
             changes,
+            abandoned: Counter::default(),
         })
     }
 
@@ -122,7 +170,7 @@ impl RouteState {
         if q.ready {
             return Admission::Forward;
         }
-        if q.waiters.len() >= self.route.max_held {
+        if q.held() >= self.route.max_held {
             return Admission::Full;
         }
         let (tx, rx) = oneshot::channel();
@@ -136,6 +184,7 @@ impl RouteState {
             ticket,
             release: rx,
             state: self.clone(),
+            abandoned: true,
         })
     }
 
@@ -176,7 +225,17 @@ impl RouteState {
         self.changed();
     }
 
+    pub fn is_ready(&self) -> bool {
+        self.lock().ready
+    }
+
+    /// Requests held now, abandoned ones on lease included.
     pub fn held(&self) -> usize {
+        self.lock().held()
+    }
+
+    /// Requests waiting in the queue (not counting leases).
+    pub fn waiting(&self) -> usize {
         self.lock().waiters.len()
     }
 
@@ -224,6 +283,7 @@ mod tests {
             max_held,
             hold_timeout: Duration::from_secs(1),
             counts_host: "u".into(),
+            abandon_lease: Duration::ZERO,
         };
         RouteState::new(route, Arc::new(watch::channel(0).0))
     }
@@ -287,6 +347,23 @@ mod tests {
         s.upstream_refused();
         assert_eq!(s.held(), 0);
         assert!(matches!(s.admit(9), Admission::Held(_)));
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_hold_counts_for_its_lease() {
+        let s = state(10);
+        let mut route = s.route.clone();
+        route.abandon_lease = Duration::from_millis(200);
+        let s = RouteState::new(route, Arc::new(watch::channel(0).0));
+        let gone = held(s.admit(0));
+        drop(gone);
+        assert_eq!((s.held(), s.waiting()), (1, 0));
+        assert_eq!(s.abandoned.get(), 1);
+        let timed_out = held(s.admit(1));
+        timed_out.expire();
+        assert_eq!((s.held(), s.abandoned.get()), (1, 1));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(s.held(), 0);
     }
 
     #[test]

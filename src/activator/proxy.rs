@@ -200,6 +200,7 @@ impl Proxy {
                             Err(_) => continue,
                         },
                         _ = tokio::time::sleep_until(deadline.into()) => {
+                            held.expire();
                             counters.timed_out.inc();
                             let timeout = state.route.hold_timeout.as_secs().max(1);
                             return answer(StatusCode::GATEWAY_TIMEOUT, "no replica became ready within the hold timeout", Some(timeout));

@@ -1,11 +1,14 @@
 //! Knowing when a route's upstream has a ready replica.
 //!
 //! In a cluster, the route's Service's EndpointSlices are watched (kube's reflector): ready as
-//! soon as any endpoint is. Outside one, the upstream's health path is probed: at most every
-//! 250 ms while requests are held (and at once when one arrives), every few seconds otherwise.
-//! Either task is woken when a request is held or the upstream refused a connection (the route
-//! is then not ready): the probe probes at once; the EndpointSlice watch looks at its store again
-//! 250 ms later, since endpoints can outlive the process behind them.
+//! soon as any endpoint is. Outside one, the upstream's health path is probed: every 25 ms while
+//! requests are held (and at once when one arrives), every few seconds otherwise, each probe on a
+//! fresh connection (a pooled one can race the server's own keep-alive close and fail a healthy
+//! server). A ready route turns not ready only after [`FAILURES`] probes in a row fail, and the
+//! log says why (refused, timed out, or the status); a route that is not ready turns ready on the
+//! first success. Either task is woken when a request is held or the upstream refused a
+//! connection (the route is then not ready): the probe probes at once; the EndpointSlice watch
+//! looks at its store again 250 ms later, since endpoints can outlive the process behind them.
 
 use super::hold::RouteState;
 use super::routes::Readiness;
@@ -20,7 +23,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Probe cadence while requests are held.
-pub const PROBE_HELD: Duration = Duration::from_millis(250);
+pub const PROBE_HELD: Duration = Duration::from_millis(25);
+/// How long the EndpointSlice watch waits before looking at its store again when woken.
+const RECHECK: Duration = Duration::from_millis(250);
+/// Failed probes in a row that turn a ready route not ready.
+pub const FAILURES: u32 = 3;
 /// Probe cadence while nothing is held.
 pub const PROBE_IDLE: Duration = Duration::from_secs(5);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -59,11 +66,32 @@ async fn probe(
             return;
         }
     };
+    let mut failures = 0;
     loop {
         let answer = tokio::time::timeout(PROBE_TIMEOUT, client.get(uri.clone())).await;
-        let healthy = matches!(answer, Ok(Ok(r)) if r.status().is_success());
-        state.set_ready(healthy);
-        let pause = if state.held() > 0 {
+        let failure = match answer {
+            Ok(Ok(r)) if r.status().is_success() => None,
+            Ok(Ok(r)) => Some(format!("HTTP status {}", r.status().as_u16())),
+            Ok(Err(e)) if e.is_connect() => Some(format!("cannot connect: {e}")),
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("no answer within {PROBE_TIMEOUT:?}")),
+        };
+        match failure {
+            None => {
+                failures = 0;
+                state.set_ready(true);
+            }
+            Some(why) => {
+                failures += 1;
+                if state.is_ready() && failures >= FAILURES {
+                    tracing::warn!(route = %state.route.counts_host, %why, failures, "health probe failing: not ready");
+                    state.set_ready(false);
+                } else if !state.is_ready() {
+                    tracing::debug!(route = %state.route.counts_host, %why, "health probe: not ready yet");
+                }
+            }
+        }
+        let pause = if state.waiting() > 0 {
             PROBE_HELD
         } else {
             PROBE_IDLE
@@ -114,7 +142,7 @@ async fn endpoint_slices(
                 }
             },
             _ = state.wake.notified(), if recheck.is_none() => {
-                recheck = Some(tokio::time::Instant::now() + PROBE_HELD);
+                recheck = Some(tokio::time::Instant::now() + RECHECK);
             }
             _ = due => {
                 recheck = None;

@@ -46,10 +46,18 @@ pub struct RouteSpec {
     /// The host key in `/queue` (default: `host`, else the Service, else the upstream's host).
     #[serde(default)]
     pub counts_host: Option<String>,
+    /// How long a held request whose client gave up still counts as held, so a client that
+    /// retries finds the model waking rather than the count back at zero.
+    #[serde(default = "default_abandon_lease")]
+    pub abandon_lease_seconds: f64,
 }
 
 fn default_max_held() -> usize {
     1000
+}
+
+fn default_abandon_lease() -> f64 {
+    10.0
 }
 
 fn default_hold_timeout() -> f64 {
@@ -77,6 +85,8 @@ pub struct Route {
     pub max_held: usize,
     pub hold_timeout: Duration,
     pub counts_host: String,
+    /// How long an abandoned hold still counts as held.
+    pub abandon_lease: Duration,
 }
 
 /// A route that cannot be used, naming the route and field.
@@ -102,6 +112,7 @@ impl RouteSpec {
             max_held: default_max_held(),
             hold_timeout_seconds: default_hold_timeout(),
             counts_host: None,
+            abandon_lease_seconds: default_abandon_lease(),
         }
     }
 
@@ -171,6 +182,12 @@ impl RouteSpec {
             crate::limits::MAX_HOLD_SECONDS,
         )
         .map_err(|e| bad("holdTimeoutSeconds", e))?;
+        let abandon_lease = crate::limits::seconds(
+            self.abandon_lease_seconds,
+            true,
+            crate::limits::MAX_HOLD_SECONDS,
+        )
+        .map_err(|e| bad("abandonLeaseSeconds", e))?;
         let host_of_upstream = authority.split(':').next().unwrap_or(authority).to_owned();
         let counts_host = self
             .counts_host
@@ -191,6 +208,7 @@ impl RouteSpec {
             max_held: self.max_held,
             hold_timeout,
             counts_host,
+            abandon_lease,
         })
     }
 }

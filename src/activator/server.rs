@@ -103,15 +103,18 @@ impl Bound {
         } else {
             None
         };
+        // A fresh connection per probe: a pooled one can race the server's keep-alive close.
         let probe_client: Client<HttpConnector, Empty<Bytes>> =
-            Client::builder(TokioExecutor::new()).build(http_connector());
+            Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(0)
+                .build(http_connector());
         let mut tasks = Vec::new();
         for r in &routes {
             let task = readiness::start(r.clone(), kube.clone(), probe_client.clone())
                 .map_err(anyhow::Error::msg)?;
             tasks.push(task);
         }
-        let telemetry = Arc::new(Telemetry::new());
+        let telemetry = Arc::new(Telemetry::new().with_routes(&routes));
         let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(1024)

@@ -128,6 +128,21 @@ impl Telemetry {
         self.rejected.get_or_create(&l).inc();
     }
 
+    /// Registers each route's abandoned-hold counter (kept by the route itself).
+    pub fn with_routes(mut self, routes: &[Arc<RouteState>]) -> Telemetry {
+        for r in routes {
+            let sub = self
+                .registry
+                .sub_registry_with_label(("route".into(), r.route.counts_host.clone().into()));
+            sub.register(
+                "abandoned",
+                "Held requests whose client went away before a replica was ready",
+                r.abandoned.clone(),
+            );
+        }
+        self
+    }
+
     /// The exposition text, with the gauges read from the routes now.
     pub fn render(&self, routes: &[Arc<RouteState>]) -> String {
         for r in routes {
