@@ -1,131 +1,14 @@
 //! `infscale activator` end to end on loopback, in front of a stand-in upstream that becomes
 //! ready when the test says so.
 
-use axum::body::Bytes;
-use axum::response::sse::{Event, Sse};
-use axum::routing::{get, post};
-use infscale::activator::routes::RouteSpec;
-use infscale::activator::server::{bind, Config};
+mod common;
+
+use axum::routing::get;
+use common::model::{activator, chat_counts, held, upstream, wait_held};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A model server stand-in: `/health` 503 until ready; `/echo` returns the body; `/seq`
-/// returns the `x-seq` header; `/stream` sends five events 200 ms apart.
-async fn upstream(ready: Arc<AtomicBool>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new()
-        .route(
-            "/health",
-            get(move || {
-                let ready = ready.clone();
-                async move {
-                    if ready.load(Ordering::SeqCst) {
-                        (axum::http::StatusCode::OK, "ok")
-                    } else {
-                        (axum::http::StatusCode::SERVICE_UNAVAILABLE, "loading")
-                    }
-                }
-            }),
-        )
-        .route("/echo", post(|body: Bytes| async move { body }))
-        .route(
-            "/seq",
-            get(|headers: axum::http::HeaderMap| async move {
-                headers
-                    .get("x-seq")
-                    .map(|v| v.to_str().unwrap_or("").to_owned())
-                    .unwrap_or_default()
-            }),
-        )
-        .route(
-            "/stream",
-            get(|| async {
-                let events = futures::stream::unfold(0, |i| async move {
-                    if i == 5 {
-                        return None;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    Some((
-                        Ok::<_, std::convert::Infallible>(
-                            Event::default().data(format!("token{i}")),
-                        ),
-                        i + 1,
-                    ))
-                });
-                Sse::new(events)
-            }),
-        );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
-
-struct Running {
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-async fn activator(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> Running {
-    let route = RouteSpec {
-        health_path: Some("/health".into()),
-        max_held,
-        hold_timeout_seconds: hold_timeout,
-        counts_host: Some("chat".into()),
-        abandon_lease_seconds: 0.5,
-        ..RouteSpec::to_upstream(&format!("http://{upstream}"))
-    }
-    .check(0, "default")
-    .unwrap();
-    let bound = bind(Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        routes: vec![route],
-        max_body: 4 << 20,
-        kube_api: None,
-        drain: Duration::from_secs(5),
-    })
-    .await
-    .unwrap();
-    let proxy = bound.proxy_addr().unwrap();
-    let admin = bound.admin_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let done = tokio::spawn(bound.run(async {
-        let _ = stopped.await;
-    }));
-    Running {
-        proxy,
-        admin,
-        stop: Some(stop),
-        done,
-    }
-}
-
-/// The `chat` route's counts from the admin `/queue` endpoint.
-async fn chat_counts(admin: SocketAddr) -> serde_json::Value {
-    let v: serde_json::Value = reqwest::get(format!("http://{admin}/queue"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["chat"].clone()
-}
-
-async fn held(admin: SocketAddr) -> u64 {
-    chat_counts(admin).await["Held"].as_u64().unwrap_or(0)
-}
-
-async fn wait_held(admin: SocketAddr, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while held(admin).await != n {
-        assert!(Instant::now() < deadline, "held never reached {n}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -326,7 +209,7 @@ async fn a_body_is_forwarded_byte_for_byte_over_http1_and_h2c() {
     // A declared length over the limit: 413 before any of the body is read or forwarded.
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut raw = tokio::net::TcpStream::connect(a.proxy).await.unwrap();
-    raw.write_all(b"POST /echo HTTP/1.1\r\nhost: chat\r\ncontent-length: 5000000\r\n\r\n")
+    raw.write_all(b"POST /echo HTTP/1.1\r\nhost: chat\r\ncontent-length: 20000000\r\n\r\n")
         .await
         .unwrap();
     let mut head = vec![0u8; 64];

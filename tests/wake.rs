@@ -36,6 +36,7 @@ async fn a_held_request_wakes_the_deployment() {
         max_body: 1 << 20,
         kube_api: None,
         drain: Duration::from_secs(1),
+        limits: infscale::activator::limits::ClientLimits::default(),
     })
     .await
     .unwrap();

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod hold;
+pub mod limits;
 pub mod proxy;
 pub mod readiness;
 pub mod routes;

@@ -5,23 +5,26 @@
 //! request that arrives as the last replica leaves is held instead of failing. Responses stream
 //! through untouched (server-sent events arrive token by token). Hop-by-hop headers are dropped
 //! both ways; upstream connections are pooled. Every request ends forwarded or with a JSON answer:
-//! 404 no route, 413 body too large, 503 route full or shutting down, 504 hold timeout, 502
-//! upstream failed.
+//! 404 no route, 408 body too slow, 413 body too large, 503 route full, body budget spent or
+//! shutting down (with `Connection: close`), 504 hold timeout, 502 upstream failed. Bodies count
+//! against one memory budget (`limits::Budget`) while they are read and held; an upstream silent
+//! for `upstream_idle` in the middle of a response is cut.
 
 use super::hold::{Admission, Release, RouteState};
+use super::limits::{Budget, ClientLimits, Reservation};
 use super::telemetry::Telemetry;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
@@ -33,6 +36,8 @@ pub struct Proxy {
     pub client: Client<HttpConnector, Full<Bytes>>,
     pub max_body: usize,
     pub telemetry: Arc<Telemetry>,
+    pub limits: ClientLimits,
+    pub budget: Arc<Budget>,
 }
 
 /// Headers that describe one hop, never forwarded.
@@ -85,21 +90,85 @@ fn answer(status: StatusCode, error: &str, retry_after: Option<u64>) -> Response
     r
 }
 
-/// A response body that keeps the request counted as in flight until it ends or is dropped.
+/// Why a request body was not taken.
+enum BodyRefusal {
+    TooLarge,
+    Budget,
+    Slow,
+    Unreadable,
+}
+
+impl BodyRefusal {
+    fn reason(&self) -> &'static str {
+        match self {
+            BodyRefusal::TooLarge => "body_too_large",
+            BodyRefusal::Budget => "body_budget",
+            BodyRefusal::Slow => "body_timeout",
+            BodyRefusal::Unreadable => "body_unreadable",
+        }
+    }
+
+    fn answer(&self) -> Response<ProxyBody> {
+        match self {
+            BodyRefusal::TooLarge => answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body over the limit",
+                None,
+            ),
+            BodyRefusal::Budget => answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the activator holds as many request bodies as its memory budget allows",
+                Some(1),
+            ),
+            BodyRefusal::Slow => answer(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+                None,
+            ),
+            BodyRefusal::Unreadable => answer(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+                None,
+            ),
+        }
+    }
+}
+
+/// A response body that keeps the request counted as in flight until it ends or is dropped,
+/// and fails when the upstream stays silent for `idle` in the middle of it.
 struct Counted {
     inner: Incoming,
     _forwarding: super::hold::Forwarding,
+    idle: Duration,
+    silent: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl Body for Counted {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Pending => {
+                use std::future::Future;
+                match self.silent.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(format!(
+                        "the upstream sent nothing for {:?}",
+                        self.idle
+                    )
+                    .into()))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            Poll::Ready(frame) => {
+                let next = tokio::time::Instant::now() + self.idle;
+                self.silent.as_mut().reset(next);
+                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+            }
+        }
     }
 
     fn is_end_stream(&self) -> bool {
@@ -154,25 +223,16 @@ impl Proxy {
             );
         }
         let (mut parts, body) = req.into_parts();
-        let body = match Limited::new(body, self.max_body).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e)
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                self.telemetry.reject(host, "body_too_large");
-                return answer(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "request body over the limit",
-                    None,
-                );
-            }
-            Err(_) => {
-                return answer(
-                    StatusCode::BAD_REQUEST,
-                    "the request body could not be read",
-                    None,
-                )
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        // Held until the request is answered: the body may be sent again.
+        let (body, _reservation) = match self.read_body(body, declared).await {
+            Ok(read) => read,
+            Err(refusal) => {
+                self.telemetry.reject(host, refusal.reason());
+                return refusal.answer();
             }
         };
         // Built at the first forward, not before: a held request carries only what it came with.
@@ -243,11 +303,54 @@ impl Proxy {
 
     fn shutting_down(&self, host: &str) -> Response<ProxyBody> {
         self.telemetry.reject(host, "shutting_down");
-        answer(
+        let mut r = answer(
             StatusCode::SERVICE_UNAVAILABLE,
             "the activator is shutting down",
             Some(1),
-        )
+        );
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    }
+
+    /// The whole body, within `body_timeout`, `max_body` and the shared budget (reserved as it
+    /// arrives, all at once when its length is declared), or why not.
+    async fn read_body(
+        &self,
+        body: Incoming,
+        declared: Option<usize>,
+    ) -> Result<(Bytes, Reservation), BodyRefusal> {
+        let mut reservation = self.budget.reservation();
+        if let Some(n) = declared {
+            if !reservation.grow(n) {
+                return Err(BodyRefusal::Budget);
+            }
+        }
+        let read = async {
+            let mut body = std::pin::pin!(body);
+            let mut out = bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(self.max_body));
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|_| BodyRefusal::Unreadable)?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if out.len() + data.len() > self.max_body {
+                    return Err(BodyRefusal::TooLarge);
+                }
+                let past_declared = (out.len() + data.len()).saturating_sub(declared.unwrap_or(0));
+                let new = past_declared.min(data.len());
+                if new > 0 && !reservation.grow(new) {
+                    return Err(BodyRefusal::Budget);
+                }
+                out.extend_from_slice(&data);
+            }
+            Ok(out.freeze())
+        };
+        match tokio::time::timeout(self.limits.body_timeout, read).await {
+            Ok(Ok(bytes)) => Ok((bytes, reservation)),
+            Ok(Err(refusal)) => Err(refusal),
+            Err(_) => Err(BodyRefusal::Slow),
+        }
     }
 
     async fn forward(
@@ -264,14 +367,14 @@ impl Proxy {
         let response = self.client.request(request).await?;
         let (mut parts, incoming) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let idle = self.limits.upstream_idle;
         let body = Counted {
             inner: incoming,
             _forwarding: guard,
+            idle,
+            silent: Box::pin(tokio::time::sleep(idle)),
         };
-        Ok(Response::from_parts(
-            parts,
-            body.map_err(BoxError::from).boxed(),
-        ))
+        Ok(Response::from_parts(parts, body.boxed()))
     }
 }
 

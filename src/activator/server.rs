@@ -4,6 +4,7 @@
 
 use super::admin::Admin;
 use super::hold::RouteState;
+use super::limits::{Budget, ClientConn, ClientLimits};
 use super::proxy::Proxy;
 use super::readiness;
 use super::routes::Route;
@@ -13,14 +14,14 @@ use bytes::Bytes;
 use http_body_util::{Empty, Full};
 use hyper::service::service_fn;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 /// How to run the activator.
 #[derive(Debug, Clone)]
@@ -34,6 +35,7 @@ pub struct Config {
     pub kube_api: Option<String>,
     /// How long forwarded requests may take to finish after a shutdown signal.
     pub drain: Duration,
+    pub limits: ClientLimits,
 }
 
 /// The activator's sockets, bound, not yet serving.
@@ -128,6 +130,8 @@ impl Bound {
             client,
             max_body: config.max_body,
             telemetry: telemetry.clone(),
+            limits: config.limits.clone(),
+            budget: Budget::new(config.limits.body_budget),
         });
         let admin = Admin {
             routes: Arc::new(routes.clone()),
@@ -147,11 +151,22 @@ impl Bound {
         }));
         tracing::info!(listen = %self.proxy.local_addr().map(|a| a.to_string()).unwrap_or_default(), routes = routes.len(), "activator serving");
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        // A head must arrive in time; the same timer closes idle keep-alive connections.
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.limits.header_timeout);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(config.limits.header_timeout);
+        let permits = Arc::new(Semaphore::new(config.limits.max_connections.max(1)));
+        let listener = self.proxy;
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             tokio::select! {
-                accepted = self.proxy.accept() => {
+                accepted = listener.accept() => {
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) => {
@@ -160,7 +175,12 @@ impl Bound {
                             continue;
                         }
                     };
+                    let Ok(permit) = permits.clone().try_acquire_owned() else {
+                        tracing::warn!(%peer, "connection refused: the connection cap is reached");
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
+                    let stream = ClientConn::new(stream, config.limits.client_stall, permit);
                     let proxy = proxy.clone();
                     let service = service_fn(move |req| {
                         let p = proxy.clone();
@@ -175,6 +195,9 @@ impl Bound {
                 _ = &mut shutdown => break,
             }
         }
+        // Stop listening: a new connection is refused at once rather than left in the backlog;
+        // a new request on an open connection is answered 503 with `Connection: close`.
+        drop(listener);
         tracing::info!("shutting down: answering held requests, letting forwarded ones finish");
         for r in &routes {
             r.shut_down();

@@ -1,5 +1,6 @@
 //! `infscale activator`: hold requests while a model has no ready replica.
 
+use super::checks::positive_seconds;
 use super::serve::{init_logging, shutdown_signal};
 use crate::activator::routes::{self, RouteSpec};
 use crate::activator::server::{self, Config};
@@ -49,6 +50,24 @@ pub struct Args {
     /// Seconds forwarded requests may take to finish after SIGTERM.
     #[arg(long, default_value_t = 30.0)]
     pub drain_seconds: f64,
+    /// Client connections at once; one more is closed as it is accepted.
+    #[arg(long, default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Seconds a request head may take to arrive (also the idle keep-alive limit).
+    #[arg(long, default_value_t = 20.0)]
+    pub header_timeout: f64,
+    /// Seconds a request body may take to arrive (408 after).
+    #[arg(long, default_value_t = 60.0)]
+    pub body_timeout: f64,
+    /// Bytes of request bodies held or being read at once, over all routes (503 past it).
+    #[arg(long, default_value_t = 128 << 20)]
+    pub body_budget_bytes: usize,
+    /// Seconds an upstream may stay silent in the middle of a response before it is cut.
+    #[arg(long, default_value_t = 300.0)]
+    pub upstream_idle: f64,
+    /// Seconds a client may read nothing of its response before it is cut.
+    #[arg(long, default_value_t = 120.0)]
+    pub client_stall: f64,
     /// Log format: text or json (level from RUST_LOG, default info).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -100,6 +119,14 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
         max_body: args.max_body_bytes,
         kube_api: args.kube_api.clone(),
         drain,
+        limits: crate::activator::limits::ClientLimits {
+            max_connections: args.max_connections.max(1),
+            header_timeout: positive_seconds("--header-timeout", args.header_timeout)?,
+            body_timeout: positive_seconds("--body-timeout", args.body_timeout)?,
+            body_budget: args.body_budget_bytes,
+            upstream_idle: positive_seconds("--upstream-idle", args.upstream_idle)?,
+            client_stall: positive_seconds("--client-stall", args.client_stall)?,
+        },
     })
 }
 

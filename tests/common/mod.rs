@@ -6,6 +6,7 @@
 pub mod activator;
 pub mod http;
 pub mod kubeapi;
+pub mod model;
 pub mod pods;
 pub mod scaler;
 
