@@ -11,15 +11,23 @@
 //! takes one short lock and no notification. A held request whose client gave up is counted as
 //! abandoned and still counts as held for the route's `abandonLeaseSeconds`: the client that
 //! retries finds the model waking, not the count back at zero.
+//!
+//! A release keeps arrival order all the way to the upstream. Each released request gets an
+//! ordinal, and sends only when every lower ordinal has been written upstream (its [`Turn`]);
+//! requests that arrive while a release is still going get the next ordinals and queue behind
+//! it. At most `releaseConcurrency` released requests are in flight at once (a slot frees when a
+//! response ends, and its connection is reused), so a wake never opens a burst of idle
+//! connections at a fragile server. Released requests not yet sent still count as held.
 
 use super::routes::Route;
 use crate::counts::HostCounts;
 use prometheus_client::metrics::counter::Counter;
+use std::collections::BTreeSet;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::{oneshot, watch, Notify};
+use tokio::sync::{oneshot, watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Why a held request stops waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +48,8 @@ struct Queue {
     released: u64,
     /// When each abandoned hold stops counting as held, soonest first.
     leases: VecDeque<Instant>,
+    /// Ordinals given out and not yet written upstream: the lowest sends next.
+    unsent: BTreeSet<u64>,
 }
 
 impl Queue {
@@ -49,7 +59,14 @@ impl Queue {
         while self.leases.front().is_some_and(|end| *end <= now) {
             self.leases.pop_front();
         }
-        self.waiters.len() + self.leases.len()
+        self.waiters.len() + self.leases.len() + self.unsent.len()
+    }
+
+    /// The next ordinal, marked unsent.
+    fn next_ordinal(&mut self) -> u64 {
+        self.released += 1;
+        self.unsent.insert(self.released);
+        self.released
     }
 }
 
@@ -67,12 +84,16 @@ pub struct RouteState {
     changes: Arc<watch::Sender<u64>>,
     /// Held requests whose clients went away before the release.
     pub abandoned: Counter,
+    /// Wakes the requests waiting for their turn to send.
+    turn: Notify,
+    /// Released requests in flight at once.
+    slots: Arc<Semaphore>,
 }
 
 /// What `admit` decided.
 pub enum Admission {
-    /// The upstream is ready: forward now.
-    Forward,
+    /// The upstream is ready: forward now; with an ordinal, in turn behind a release still going.
+    Forward { ordinal: Option<u64> },
     /// Held: await the release.
     Held(Held),
     /// The route holds its maximum already.
@@ -137,6 +158,7 @@ impl Drop for Held {
 
 impl RouteState {
     pub fn new(route: Route, changes: Arc<watch::Sender<u64>>) -> Arc<RouteState> {
+        let route_slots = route.release_concurrency.max(1);
         Arc::new(RouteState {
             route,
             queue: Mutex::new(Queue::default()),
@@ -145,6 +167,8 @@ impl RouteState {
             wake: Notify::new(),
             changes,
             abandoned: Counter::default(),
+            turn: Notify::new(),
+            slots: Arc::new(Semaphore::new(route_slots)),
         })
     }
 
@@ -168,7 +192,8 @@ impl RouteState {
             return Admission::Closed;
         }
         if q.ready {
-            return Admission::Forward;
+            let ordinal = (!q.unsent.is_empty()).then(|| q.next_ordinal());
+            return Admission::Forward { ordinal };
         }
         if q.held() >= self.route.max_held {
             return Admission::Full;
@@ -202,9 +227,10 @@ impl RouteState {
         q.ready = ready;
         if ready {
             while let Some((_, tx)) = q.waiters.pop_front() {
-                q.released += 1;
-                let ordinal = q.released;
-                let _ = tx.send(Release::Go { ordinal });
+                let ordinal = q.next_ordinal();
+                if tx.send(Release::Go { ordinal }).is_err() {
+                    q.unsent.remove(&ordinal);
+                }
             }
         }
         drop(q);
@@ -239,6 +265,26 @@ impl RouteState {
         self.lock().waiters.len()
     }
 
+    /// Waits until every lower ordinal has been written upstream and a release slot is free;
+    /// the turn passes on when the returned guard says [`Turn::sent`] or drops.
+    pub async fn turn(self: &Arc<Self>, ordinal: u64) -> Turn {
+        let mut turn = Turn {
+            state: self.clone(),
+            ordinal,
+            slot: None,
+            sent: false,
+        };
+        loop {
+            let notified = self.turn.notified();
+            if self.lock().unsent.first() == Some(&ordinal) {
+                break;
+            }
+            notified.await;
+        }
+        turn.slot = self.slots.clone().acquire_owned().await.ok();
+        turn
+    }
+
     /// Marks a request forwarded until the returned guard drops. (Forwarding is not pushed on
     /// the watch stream: only held counts and readiness wake the scaler; `/queue` reads it.)
     pub fn forwarding(self: &Arc<Self>) -> Forwarding {
@@ -254,6 +300,38 @@ impl RouteState {
             request_count: self.requests.load(Ordering::Relaxed),
             held: Some(held),
         }
+    }
+}
+
+/// A released request's place in the sending order, and its release slot.
+pub struct Turn {
+    state: Arc<RouteState>,
+    ordinal: u64,
+    slot: Option<OwnedSemaphorePermit>,
+    sent: bool,
+}
+
+impl Turn {
+    /// The request is written upstream: the next one may send.
+    pub fn sent(&mut self) {
+        if self.sent {
+            return;
+        }
+        self.sent = true;
+        self.state.lock().unsent.remove(&self.ordinal);
+        self.state.turn.notify_waiters();
+        self.state.changed();
+    }
+
+    /// The release slot, to keep until the response ends.
+    pub fn take_slot(&mut self) -> Option<OwnedSemaphorePermit> {
+        self.slot.take()
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.sent();
     }
 }
 
@@ -284,6 +362,7 @@ mod tests {
             hold_timeout: Duration::from_secs(1),
             counts_host: "u".into(),
             abandon_lease: Duration::ZERO,
+            release_concurrency: 4,
         };
         RouteState::new(route, Arc::new(watch::channel(0).0))
     }
@@ -309,8 +388,12 @@ mod tests {
                 })
             );
         }
-        assert_eq!(s.held(), 0);
-        assert!(matches!(s.admit(50), Admission::Forward));
+        assert_eq!(s.held(), 50, "released but not yet sent");
+        drop(waiting);
+        assert!(matches!(
+            s.admit(50),
+            Admission::Forward { ordinal: Some(51) }
+        ));
         s.count_request();
         assert_eq!(s.counts().request_count, 1);
     }
@@ -345,7 +428,8 @@ mod tests {
         s.set_ready(true);
         assert_eq!(again.release.try_recv(), Ok(Release::Go { ordinal: 1 }));
         s.upstream_refused();
-        assert_eq!(s.held(), 0);
+        // Released and not yet sent: still held, no longer waiting.
+        assert_eq!((s.held(), s.waiting()), (2, 0));
         assert!(matches!(s.admit(9), Admission::Held(_)));
     }
 
@@ -364,6 +448,36 @@ mod tests {
         assert_eq!((s.held(), s.abandoned.get()), (1, 1));
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert_eq!(s.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn turns_follow_the_ordinals() {
+        let s = state(10);
+        let _a = held(s.admit(0));
+        let _b = held(s.admit(1));
+        s.set_ready(true);
+        // A request arriving during the release queues behind it.
+        let Admission::Forward { ordinal: Some(3) } = s.admit(2) else {
+            panic!("not ordered")
+        };
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let tasks: Vec<_> = [3u64, 2, 1]
+            .into_iter()
+            .map(|n| {
+                let (s, order) = (s.clone(), order.clone());
+                tokio::spawn(async move {
+                    let mut turn = s.turn(n).await;
+                    order.lock().unwrap().push(n);
+                    turn.sent();
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3]);
+        assert_eq!(s.held(), 0);
+        assert!(matches!(s.admit(4), Admission::Forward { ordinal: None }));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! against one memory budget (`limits::Budget`) while they are read and held; an upstream silent
 //! for `upstream_idle` in the middle of a response is cut.
 
-use super::hold::{Admission, Release, RouteState};
+use super::hold::{Admission, Release, RouteState, Turn};
 use super::limits::{Budget, ClientLimits, Reservation};
 use super::telemetry::Telemetry;
 use bytes::Bytes;
@@ -33,7 +33,7 @@ pub struct Proxy {
     pub routes: Vec<Arc<RouteState>>,
     /// Each route's counters, in the order of `routes`.
     pub route_telemetry: Vec<super::telemetry::RouteTelemetry>,
-    pub client: Client<HttpConnector, Full<Bytes>>,
+    pub client: Client<HttpConnector, UpstreamBody>,
     pub max_body: usize,
     pub telemetry: Arc<Telemetry>,
     pub limits: ClientLimits,
@@ -90,6 +90,51 @@ fn answer(status: StatusCode, error: &str, retry_after: Option<u64>) -> Response
     r
 }
 
+/// A request body on its way upstream, saying when it has been handed over whole (its last
+/// frame taken, or the body dropped): the next request in turn may then send.
+pub struct UpstreamBody {
+    inner: Full<Bytes>,
+    written: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl UpstreamBody {
+    fn signal(&mut self) {
+        if let Some(tx) = self.written.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.signal();
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for UpstreamBody {
+    fn drop(&mut self) {
+        self.signal();
+    }
+}
+
 /// Why a request body was not taken.
 enum BodyRefusal {
     TooLarge,
@@ -139,6 +184,8 @@ impl BodyRefusal {
 struct Counted {
     inner: Incoming,
     _forwarding: super::hold::Forwarding,
+    /// A released request's slot, freed when the response ends.
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
     idle: Duration,
     silent: Pin<Box<tokio::time::Sleep>>,
 }
@@ -240,9 +287,9 @@ impl Proxy {
         let arrived = Instant::now();
         let deadline = arrived + state.route.hold_timeout;
         let ticket = state.count_request();
-        let mut ordinal = None;
+        let mut held_as = None;
         loop {
-            match state.admit(ticket) {
+            let ordinal = match state.admit(ticket) {
                 Admission::Full => {
                     self.telemetry.reject(host, "full");
                     return answer(
@@ -255,7 +302,10 @@ impl Proxy {
                 Admission::Held(mut held) => {
                     tokio::select! {
                         released = &mut held.release => match released {
-                            Ok(Release::Go { ordinal: n }) => ordinal = Some(n),
+                            Ok(Release::Go { ordinal: n }) => {
+                                held_as = Some(n);
+                                Some(n)
+                            }
                             Ok(Release::Shutdown) => return self.shutting_down(host),
                             Err(_) => continue,
                         },
@@ -267,14 +317,19 @@ impl Proxy {
                         }
                     }
                 }
-                Admission::Forward => {}
-            }
+                Admission::Forward { ordinal } => ordinal,
+            };
             let held_for = arrived.elapsed();
             // Boxed: a held request should not carry the forwarding state machine around.
             let upstream = upstream.get_or_insert_with(|| Upstream::new(&state, &mut parts, peer));
-            match Box::pin(self.forward(&state, upstream, body.clone())).await {
+            // In a release, wait for every request before this one to be written upstream.
+            let turn = match ordinal {
+                Some(n) => Some(state.turn(n).await),
+                None => None,
+            };
+            match Box::pin(self.forward(&state, upstream, body.clone(), turn)).await {
                 Ok(mut response) => {
-                    if let Some(n) = ordinal {
+                    if let Some(n) = held_as {
                         counters.held_seconds.observe(held_for.as_secs_f64());
                         let h = response.headers_mut();
                         h.insert(
@@ -358,19 +413,41 @@ impl Proxy {
         state: &Arc<RouteState>,
         upstream: &Upstream,
         body: Bytes,
+        turn: Option<Turn>,
     ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
-        let mut request = Request::new(Full::new(body));
+        let (written_tx, written) = tokio::sync::oneshot::channel();
+        let mut request = Request::new(UpstreamBody {
+            inner: Full::new(body),
+            written: Some(written_tx),
+        });
         *request.method_mut() = upstream.method.clone();
         *request.uri_mut() = upstream.uri.clone();
         *request.headers_mut() = upstream.headers.clone();
         let guard = state.forwarding();
-        let response = self.client.request(request).await?;
+        let mut response = self.client.request(request);
+        let (response, slot) = match turn {
+            None => (response.await?, None),
+            Some(mut turn) => {
+                let slot = turn.take_slot();
+                // The turn passes on once this request is written (or has failed).
+                let response = tokio::select! {
+                    r = &mut response => r,
+                    _ = written => {
+                        turn.sent();
+                        response.await
+                    }
+                };
+                drop(turn);
+                (response?, slot)
+            }
+        };
         let (mut parts, incoming) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let idle = self.limits.upstream_idle;
         let body = Counted {
             inner: incoming,
             _forwarding: guard,
+            _slot: slot,
             idle,
             silent: Box::pin(tokio::time::sleep(idle)),
         };

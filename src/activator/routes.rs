@@ -50,6 +50,13 @@ pub struct RouteSpec {
     /// retries finds the model waking rather than the count back at zero.
     #[serde(default = "default_abandon_lease")]
     pub abandon_lease_seconds: f64,
+    /// Released requests in flight at once; the rest send, in order, as responses end.
+    #[serde(default = "default_release_concurrency")]
+    pub release_concurrency: usize,
+}
+
+fn default_release_concurrency() -> usize {
+    64
 }
 
 fn default_max_held() -> usize {
@@ -87,6 +94,8 @@ pub struct Route {
     pub counts_host: String,
     /// How long an abandoned hold still counts as held.
     pub abandon_lease: Duration,
+    /// Released requests in flight at once.
+    pub release_concurrency: usize,
 }
 
 /// A route that cannot be used, naming the route and field.
@@ -113,6 +122,7 @@ impl RouteSpec {
             hold_timeout_seconds: default_hold_timeout(),
             counts_host: None,
             abandon_lease_seconds: default_abandon_lease(),
+            release_concurrency: default_release_concurrency(),
         }
     }
 
@@ -188,6 +198,9 @@ impl RouteSpec {
             crate::limits::MAX_HOLD_SECONDS,
         )
         .map_err(|e| bad("abandonLeaseSeconds", e))?;
+        if self.release_concurrency == 0 {
+            return Err(bad("releaseConcurrency", "must be at least 1".into()));
+        }
         let host_of_upstream = authority.split(':').next().unwrap_or(authority).to_owned();
         let counts_host = self
             .counts_host
@@ -209,6 +222,7 @@ impl RouteSpec {
             hold_timeout,
             counts_host,
             abandon_lease,
+            release_concurrency: self.release_concurrency,
         })
     }
 }

@@ -11,7 +11,7 @@ use super::routes::Route;
 use super::telemetry::Telemetry;
 use anyhow::Context;
 use bytes::Bytes;
-use http_body_util::{Empty, Full};
+use http_body_util::Empty;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -117,10 +117,11 @@ impl Bound {
             tasks.push(task);
         }
         let telemetry = Arc::new(Telemetry::new().with_routes(&routes));
-        let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(1024)
-            .build(http_connector());
+        let client: Client<HttpConnector, super::proxy::UpstreamBody> =
+            Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(1024)
+                .build(http_connector());
         let proxy = Arc::new(Proxy {
             route_telemetry: routes
                 .iter()

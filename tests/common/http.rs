@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 pub struct RequestHead {
     pub method: String,
     pub target: String,
+    /// Header names and values, in order.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
@@ -66,10 +68,17 @@ pub fn read_head(stream: &mut TcpStream) -> Option<RequestHead> {
             Ok(n) => body.extend_from_slice(&buf[..n]),
         }
     }
+    let headers = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
     let mut first = text.lines().next()?.split(' ');
     Some(RequestHead {
         method: first.next()?.to_owned(),
         target: first.next()?.to_owned(),
+        headers,
         body,
     })
 }
