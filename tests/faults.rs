@@ -388,3 +388,59 @@ async fn a_wrong_server_is_a_configuration_error() {
         "a wrong server is not a failed scrape:\n{text}"
     );
 }
+
+/// Two activators behind one trigger: a request held at either wakes the target; one that
+/// cannot be read is a fault (never zero held), and it counts again when it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_activators_are_summed_and_a_lost_one_is_a_fault() {
+    let first = common::activator::activator("chat");
+    let second = activator("chat");
+    let (first_url, second_url) = (first.url(), second.url());
+    let running_server = start(Config {
+        allowed_activators: vec![first_url.clone(), second_url.clone()],
+        ..statics(&[("chat", vec![refused_url()])])
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let mut meta = trigger("chat", "2");
+    meta.push(("activatorUrl", format!("{first_url},{second_url}")));
+    let so = object("chat", &meta);
+    active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
+    let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();
+    assert!(!next_push(&mut stream).await);
+    // Held at the second: wakes as fast as with one activator.
+    let held_at = Instant::now();
+    second.set_held(1);
+    assert!(next_push(&mut stream).await);
+    let took = held_at.elapsed();
+    assert!(
+        took < Duration::from_millis(100),
+        "pushed true after {took:?}"
+    );
+    // Held at both: the value is the sum.
+    first.set_held(2);
+    let req = metrics_request(&so, "infscale-queue-chat");
+    assert_eq!(value_when(&mut c, &req, Some(3.0)).await, 3.0);
+    second.set_held(0);
+    first.set_held(0);
+    active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
+    // The first goes away: nothing it might hold is read as zero.
+    let port = first.server.addr.port();
+    drop(first);
+    active_when(&mut c, &so, Err(()), Duration::from_secs(10)).await;
+    // What the second holds still wakes the target.
+    second.set_held(1);
+    active_when(&mut c, &so, Ok(true), Duration::from_secs(5)).await;
+    second.set_held(0);
+    // The first is back on its address: read again, idle again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let _back = loop {
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            break common::activator::activator_on("chat", &format!("127.0.0.1:{port}"));
+        }
+        assert!(Instant::now() < deadline, "port {port} never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    active_when(&mut c, &so, Ok(false), Duration::from_secs(15)).await;
+    eprintln!("two activators: pushed true {took:?} after a hold at the second");
+}

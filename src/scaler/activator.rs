@@ -1,4 +1,5 @@
-//! Following an activator's counts of held requests, live.
+//! Following one activator pod's counts of held requests, live ([`crate::scaler::activators`]
+//! follows every pod of an activator Service and sums them).
 //!
 //! The follower first opens the activator's watch endpoint (`GET {url}/queue/watch`, server-sent
 //! events, one `data:` line of counts JSON per change), so a request held at the activator
@@ -9,11 +10,11 @@
 //! activator sends a keep-alive every 5 s), has failed. A failure is published as
 //! [`Counts::Failed`], never as zero held, and the follower reconnects with back-off.
 
-use super::metadata::ActivatorRef;
 use crate::counts::{HostCounts, QueueCounts};
 use crate::source::read_capped;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 /// The largest counts document or event line accepted.
 const MAX_BYTES: usize = 1 << 20;
@@ -33,16 +34,28 @@ pub enum Counts {
     Unknown,
     /// This target's host's counts (zero when the activator does not list the host).
     Seen(HostCounts),
+    /// Some activator pods read (their sum), others not (why).
+    Partial { read: HostCounts, failed: String },
     /// The activator cannot be read.
     Failed(String),
 }
 
-/// Starts following; the receiver changes on every new reading.
+/// One activator pod to follow: its admin base URL and the host whose counts are the target's.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub url: String,
+    pub host: String,
+}
+
+/// Starts following one activator; the receiver changes on every new reading, and `changed`
+/// is notified then too.
 pub fn follow(
     http: reqwest::Client,
-    activator: ActivatorRef,
+    activator: Source,
+    changed: Arc<Notify>,
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
+    let tx = Announcing { tx, changed };
     let task = tokio::spawn(async move {
         let mut backoff = BACKOFF.0;
         loop {
@@ -80,8 +93,8 @@ fn host_counts(doc: &[u8], host: &str) -> Result<HostCounts, String> {
 
 async fn watch_events(
     http: &reqwest::Client,
-    activator: &ActivatorRef,
-    tx: &watch::Sender<Counts>,
+    activator: &Source,
+    tx: &Announcing,
 ) -> Result<Mode, String> {
     let url = format!("{}/queue/watch", activator.url);
     let request = http.get(&url).header("accept", "text/event-stream").send();
@@ -131,7 +144,7 @@ async fn watch_events(
     Ok(Mode::Ended)
 }
 
-async fn poll(http: &reqwest::Client, activator: &ActivatorRef, tx: &watch::Sender<Counts>) {
+async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing) {
     let url = format!("{}/queue", activator.url);
     loop {
         let reading = async {
@@ -165,13 +178,28 @@ async fn poll(http: &reqwest::Client, activator: &ActivatorRef, tx: &watch::Send
     }
 }
 
-/// Publishes counts, waking the collector only when they differ from the last.
-fn publish(tx: &watch::Sender<Counts>, new: Counts) {
-    tx.send_if_modified(|c| {
+/// A follower's channel, and who to tell of a change.
+struct Announcing {
+    tx: watch::Sender<Counts>,
+    changed: Arc<Notify>,
+}
+
+impl Announcing {
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+/// Publishes counts, telling the listener only when they differ from the last.
+fn publish(tx: &Announcing, new: Counts) {
+    let changed = tx.tx.send_if_modified(|c| {
         let changed = *c != new;
         if changed {
             *c = new;
         }
         changed
     });
+    if changed {
+        tx.changed.notify_one();
+    }
 }

@@ -10,7 +10,8 @@
 //! read as idle before a scrape that began after it; with nothing known, the answer is an error,
 //! never zero.
 
-use super::activator::{self, Counts};
+use super::activator::Counts;
+use super::activators;
 use super::discovery::{Discovery, DiscoveryError, PodEndpoint};
 use super::metadata::TargetSpec;
 use super::scrape::{ScrapeError, Scraper};
@@ -106,7 +107,12 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     let series = TriggerSeries::new(&shared.telemetry, spec.series_labels());
     let (mut counts, _follower) = match &spec.activator {
         Some(a) => {
-            let (rx, task) = activator::follow(shared.scraper.http.clone(), a.clone());
+            let (rx, task) = activators::follow(
+                shared.scraper.http.clone(),
+                shared.discovery.client.clone(),
+                a.members.clone(),
+                a.host.clone(),
+            );
             (Some(rx), Some(AbortOnDrop(task)))
         }
         None => (None, None),
@@ -139,13 +145,18 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                 if let Some(rx) = &counts {
                     series.activator_up(matches!(&*rx.borrow(), Counts::Seen(_)));
                 }
-                let held = held_demand(counts.as_ref(), follower_alive, pods.ready());
+                let held = held_demand(counts.as_ref(), follower_alive, pods.ready(), spec.policy.activation);
                 if evaluated_held == Some(held) {
                     continue;
                 }
             }
         }
-        let held = held_demand(counts.as_ref(), follower_alive, pods.ready());
+        let held = held_demand(
+            counts.as_ref(),
+            follower_alive,
+            pods.ready(),
+            spec.policy.activation,
+        );
         evaluated_held = Some(held);
         let report = conclude(&shared, &spec, &pods, held, counts.as_ref(), &mut state);
         series.report(report.value.clone().ok(), report.active.clone().ok());
@@ -313,14 +324,22 @@ fn read_round(
 
 /// The held requests to count (0 without an activator), or `None` when the activator's count is
 /// not read: at zero, the activator is the only source of demand, so its silence is never zero.
+/// With some activator pods unread, the pods read are believed only when they show activity
+/// (above `activation`): what the others hold is unknown, so their sum is never idle.
 fn held_demand(
     counts: Option<&watch::Receiver<Counts>>,
     follower_alive: bool,
     ready: Option<usize>,
+    activation: f64,
 ) -> Option<f64> {
     let Some(rx) = counts else { return Some(0.0) };
+    let ready = ready.unwrap_or(0);
     match &*rx.borrow() {
-        Counts::Seen(c) if follower_alive => Some(c.held_demand(ready.unwrap_or(0)) as f64),
+        _ if !follower_alive => None,
+        Counts::Seen(c) => Some(c.held_demand(ready) as f64),
+        Counts::Partial { read, .. } => {
+            Some(read.held_demand(ready) as f64).filter(|h| *h > activation)
+        }
         _ => None,
     }
 }
@@ -329,6 +348,9 @@ fn held_demand(
 fn held_error(counts: Option<&watch::Receiver<Counts>>) -> String {
     match counts.map(|rx| rx.borrow().clone()) {
         Some(Counts::Failed(e)) => format!("the activator cannot be read: {e}"),
+        Some(Counts::Partial { failed, .. }) => {
+            format!("some activator pods cannot be read: {failed}")
+        }
         Some(Counts::Unknown) => "the activator's counts are not read yet".to_owned(),
         _ => "the activator follower stopped".to_owned(),
     }

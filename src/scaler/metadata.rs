@@ -10,6 +10,7 @@ mod address;
 
 use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES, THRESHOLD};
 use crate::metrics::ServerChoice;
+use crate::scaler::activators::Members;
 use crate::scaling::{Metric, Policy};
 pub use address::AllowedActivators;
 use std::collections::{BTreeMap, HashMap};
@@ -27,8 +28,8 @@ pub enum Pods {
 /// Where the activator's counts are read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ActivatorRef {
-    /// The admin base URL (`/queue` and `/queue/watch` below it).
-    pub url: String,
+    /// The activator pods (`/queue` and `/queue/watch` below each admin base URL).
+    pub members: crate::scaler::activators::Members,
     /// The host whose counts belong to this target.
     pub host: String,
 }
@@ -268,9 +269,11 @@ impl TargetSpec {
                 }
                 None
             }
-            Some(url) => {
-                let url = allowed
-                    .check(url, &namespace)
+            Some(urls) => {
+                let urls = urls
+                    .split(',')
+                    .map(|u| allowed.check(u.trim(), &namespace))
+                    .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| bad("activatorUrl", e))?;
                 let host = match get("activatorHost") {
                     Some(h) if !h.is_empty() && h.len() <= 253 => h.to_owned(),
@@ -280,7 +283,20 @@ impl TargetSpec {
                         Pods::Selector(_) => name.to_owned(),
                     },
                 };
-                Some(ActivatorRef { url, host })
+                let members = match urls.as_slice() {
+                    [one] => match address::service_of(one, &namespace) {
+                        Some((name, port, scheme)) => Members::Service {
+                            namespace: namespace.clone(),
+                            name,
+                            port,
+                            scheme,
+                            url: one.clone(),
+                        },
+                        None => Members::Urls(urls),
+                    },
+                    _ => Members::Urls(urls),
+                };
+                Some(ActivatorRef { members, host })
             }
         };
         // One collector per ScaledObject and trigger: its series and logs name both.
@@ -435,9 +451,24 @@ mod tests {
         .unwrap();
         let a = ok.activator.unwrap();
         assert_eq!(
-            (a.url.as_str(), a.host.as_str()),
-            ("http://act.llm.svc:9091", "chat")
+            a.members,
+            Members::Service {
+                namespace: "llm".into(),
+                name: "act".into(),
+                port: 9091,
+                scheme: "http".into(),
+                url: "http://act.llm.svc:9091".into(),
+            }
         );
+        assert_eq!(a.host, "chat");
+        let two = spec(&[
+            ("threshold", "4"),
+            (
+                "activatorUrl",
+                "http://127.0.0.1:9091, http://127.0.0.1:9091/b",
+            ),
+        ]);
+        assert!(two.is_err(), "unlisted URLs are refused one by one");
         assert!(spec(&[
             ("threshold", "4"),
             ("activatorUrl", "http://act.llm.svc.cluster.local:9091/")

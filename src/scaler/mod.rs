@@ -9,6 +9,7 @@
 //! [`telemetry`] is the scaler's own `/metrics`.
 
 pub mod activator;
+pub mod activators;
 pub mod collector;
 pub mod connections;
 pub mod discovery;

@@ -29,10 +29,15 @@ fn counts(host: &str, held: u64) -> String {
 }
 
 pub fn activator(host: &'static str) -> Activator {
+    activator_on(host, "127.0.0.1:0")
+}
+
+/// The stand-in on `addr` (port 0 picks one).
+pub fn activator_on(host: &'static str, addr: &str) -> Activator {
     let state = Arc::new((Mutex::new(0u64), Condvar::new()));
     let shared = state.clone();
     let server = serve(
-        "127.0.0.1:0",
+        addr,
         Duration::from_secs(120),
         move |mut stream, head, stop| {
             let (lock, cvar) = &*shared;

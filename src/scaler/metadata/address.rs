@@ -88,6 +88,16 @@ fn clean_url(raw: &str) -> Result<Url, String> {
     Ok(url)
 }
 
+/// The Service an accepted activator URL names in `namespace`, as `(name, port, scheme)`.
+pub fn service_of(url: &str, namespace: &str) -> Option<(String, u16, String)> {
+    let url = Url::parse(url).ok()?;
+    if !in_namespace(&url, namespace) {
+        return None;
+    }
+    let name = url.host_str()?.split('.').next()?.to_owned();
+    Some((name, url.port_or_known_default()?, url.scheme().to_owned()))
+}
+
 /// `NAME.NAMESPACE.svc` or `NAME.NAMESPACE.svc.cluster.local`, in `namespace`.
 fn in_namespace(url: &Url, namespace: &str) -> bool {
     let Some(Host::Domain(host)) = url.host() else {

@@ -1,0 +1,260 @@
+//! Every activator pod of a trigger, followed and summed.
+//!
+//! An activator runs as several replicas behind a Service, and a request may be held at any of
+//! them, so the scaler follows each ready pod's `/queue/watch` and sums their counts. Where
+//! `activatorUrl` names a Service in the ScaledObject's namespace and the Kubernetes API is at
+//! hand, the pods are that Service's ready endpoints (its EndpointSlices, watched; the URL's port
+//! is mapped to the endpoints' port through the Service); otherwise each URL given (one, or
+//! several separated by commas) is one activator. A pod that cannot be read is a fault, never
+//! zero held: the sum is then [`Counts::Partial`], which the collector believes only as far as
+//! it shows activity. A Service with no ready activator pod is a fault too.
+
+use super::activator::{self, Counts, Source};
+use crate::counts::HostCounts;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{watch, Notify};
+
+/// Where a trigger's activator pods are.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Members {
+    /// These admin URLs, one per activator.
+    Urls(Vec<String>),
+    /// The ready endpoints of a Service (`url` is `scheme://NAME.NS.svc:PORT`, followed as it is
+    /// where there is no Kubernetes API).
+    Service {
+        namespace: String,
+        name: String,
+        port: u16,
+        scheme: String,
+        url: String,
+    },
+}
+
+/// Starts following every activator pod of a trigger; the receiver holds their summed counts.
+pub fn follow(
+    http: reqwest::Client,
+    kube: Option<kube::Client>,
+    members: Members,
+    host: String,
+) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = watch::channel(Counts::Unknown);
+    let task = tokio::spawn(async move {
+        let (urls, _watch) = match (members, kube) {
+            (Members::Urls(urls), _) => (watch::channel(Ok(urls)).1, None),
+            (service @ Members::Service { .. }, Some(client)) => {
+                let (utx, urx) = watch::channel(Err("no activator endpoints read yet".into()));
+                (
+                    urx,
+                    Some(Abort(tokio::spawn(endpoints(client, service, utx)))),
+                )
+            }
+            (Members::Service { url, .. }, None) => (watch::channel(Ok(vec![url])).1, None),
+        };
+        aggregate(http, host, urls, tx).await;
+    });
+    (rx, task)
+}
+
+struct Abort(tokio::task::JoinHandle<()>);
+
+impl Drop for Abort {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One followed pod.
+struct Child {
+    counts: watch::Receiver<Counts>,
+    _task: Abort,
+}
+
+async fn aggregate(
+    http: reqwest::Client,
+    host: String,
+    mut urls: watch::Receiver<Result<Vec<String>, String>>,
+    tx: watch::Sender<Counts>,
+) {
+    let changed = Arc::new(Notify::new());
+    let mut children: BTreeMap<String, Child> = BTreeMap::new();
+    // A fixed list's sender is gone at once: its membership simply never changes.
+    let mut membership_open = true;
+    loop {
+        let membership = urls.borrow_and_update().clone();
+        if let Ok(list) = &membership {
+            children.retain(|url, _| list.contains(url));
+            for url in list {
+                if !children.contains_key(url) {
+                    let source = Source {
+                        url: url.clone(),
+                        host: host.clone(),
+                    };
+                    let (counts, task) = activator::follow(http.clone(), source, changed.clone());
+                    children.insert(
+                        url.clone(),
+                        Child {
+                            counts,
+                            _task: Abort(task),
+                        },
+                    );
+                }
+            }
+        }
+        let sum = match membership {
+            Err(e) => Counts::Failed(e),
+            Ok(_) => sum(&children),
+        };
+        tx.send_if_modified(|current| {
+            let differs = *current != sum;
+            *current = sum;
+            differs
+        });
+        if tx.is_closed() {
+            return;
+        }
+        tokio::select! {
+            alive = urls.changed(), if membership_open => membership_open = alive.is_ok(),
+            _ = changed.notified() => {}
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+/// The pods' counts summed, or what is known of them.
+fn sum(children: &BTreeMap<String, Child>) -> Counts {
+    if children.is_empty() {
+        return Counts::Failed("no ready activator pod".to_owned());
+    }
+    let mut total = HostCounts {
+        held: Some(0),
+        ..HostCounts::default()
+    };
+    let mut failed = Vec::new();
+    for (url, child) in children {
+        match &*child.counts.borrow() {
+            Counts::Seen(c) => add(&mut total, c),
+            Counts::Partial { read, failed: f } => {
+                add(&mut total, read);
+                failed.push(f.clone());
+            }
+            Counts::Unknown => failed.push(format!("{url}: not read yet")),
+            Counts::Failed(e) => failed.push(e.clone()),
+        }
+    }
+    match failed.len() {
+        0 => Counts::Seen(total),
+        n if n == children.len() => Counts::Failed(failed.join("; ")),
+        _ => Counts::Partial {
+            read: total,
+            failed: failed.join("; "),
+        },
+    }
+}
+
+fn add(total: &mut HostCounts, c: &HostCounts) {
+    total.concurrency += c.concurrency;
+    total.request_count += c.request_count;
+    total.held = match (total.held, c.held) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+}
+
+/// Publishes the admin URLs of the Service's ready endpoints whenever they change.
+async fn endpoints(
+    client: kube::Client,
+    members: Members,
+    tx: watch::Sender<Result<Vec<String>, String>>,
+) {
+    let Members::Service {
+        namespace,
+        name,
+        port,
+        scheme,
+        ..
+    } = members
+    else {
+        return;
+    };
+    // The Service maps the URL's port to the endpoints' port, by name.
+    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let port_name = match services.get(&name).await {
+        Ok(s) => s
+            .spec
+            .and_then(|spec| spec.ports)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|p| p.port == i32::from(port))
+            .and_then(|p| p.name),
+        Err(e) => {
+            let _ = tx.send(Err(format!("activator Service {namespace}/{name}: {e}")));
+            None
+        }
+    };
+    let api: Api<EndpointSlice> = Api::namespaced(client, &namespace);
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().labels(&format!("kubernetes.io/service-name={name}"));
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
+            Ok(_) => {
+                let urls = ready_urls(&store, port_name.as_deref(), port, &scheme);
+                tx.send_if_modified(|current| {
+                    let new = Ok(urls);
+                    let differs = *current != new;
+                    *current = new;
+                    differs
+                });
+            }
+            Err(e) => {
+                tracing::warn!(service = %name, error = %e, "activator EndpointSlice watch failed; retrying")
+            }
+        }
+    }
+}
+
+/// `scheme://IP:PORT` for every ready endpoint, the port found by the Service port's name (or
+/// the only port, or the URL's port).
+fn ready_urls(
+    store: &Store<EndpointSlice>,
+    port_name: Option<&str>,
+    service_port: u16,
+    scheme: &str,
+) -> Vec<String> {
+    let mut urls = Vec::new();
+    for slice in store.state() {
+        let ports = slice.ports.clone().unwrap_or_default();
+        let port = ports
+            .iter()
+            .find(|p| p.name.as_deref() == port_name && port_name.is_some())
+            .or_else(|| (ports.len() == 1).then(|| &ports[0]))
+            .and_then(|p| p.port)
+            .map_or(service_port, |p| p as u16);
+        for e in slice.endpoints.iter().flatten() {
+            let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+            if !ready {
+                continue;
+            }
+            for address in &e.addresses {
+                let host = if address.contains(':') {
+                    format!("[{address}]")
+                } else {
+                    address.clone()
+                };
+                urls.push(format!("{scheme}://{host}:{port}"));
+            }
+        }
+    }
+    urls.sort();
+    urls.dedup();
+    urls
+}
