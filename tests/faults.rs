@@ -444,3 +444,32 @@ async fn two_activators_are_summed_and_a_lost_one_is_a_fault() {
     active_when(&mut c, &so, Ok(false), Duration::from_secs(15)).await;
     eprintln!("two activators: pushed true {took:?} after a hold at the second");
 }
+
+/// In Kubernetes, `activatorUrl` names the activator Service: every ready endpoint is followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_activator_services_endpoints_are_each_followed() {
+    let first = common::activator::activator_on("chat", "127.0.0.2:0");
+    let port = first.server.addr.port();
+    let second = common::activator::activator_on("chat", &format!("127.0.0.3:{port}"));
+    let api = kube_api("llm", "chat", Vec::new());
+    *api.activators.lock().unwrap() = (vec!["127.0.0.2".into(), "127.0.0.3".into()], port);
+    let running_server = start(Config {
+        kube_api: Some(api.server.url("")),
+        use_kube: true,
+        ..config()
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let mut meta = trigger("chat", "2");
+    meta.push((
+        "activatorUrl",
+        "http://infscale-activator.llm.svc:9092".to_owned(),
+    ));
+    let so = object("chat", &meta);
+    active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
+    second.set_held(2);
+    active_when(&mut c, &so, Ok(true), Duration::from_secs(5)).await;
+    first.set_held(1);
+    let req = metrics_request(&so, "infscale-queue-chat");
+    assert_eq!(value_when(&mut c, &req, Some(3.0)).await, 3.0);
+}

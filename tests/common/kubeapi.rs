@@ -20,6 +20,9 @@ pub struct KubeApi {
     pub replicas: Arc<Mutex<u32>>,
     /// Pod list requests (each watcher's start lists first).
     pub pod_lists: Arc<std::sync::atomic::AtomicUsize>,
+    /// Service `infscale-activator` (port 9092, target port `admin`): its ready endpoints' IPs
+    /// and the `admin` port they listen on.
+    pub activators: Arc<Mutex<(Vec<String>, u16)>>,
 }
 
 /// A blocking GET of `http://addr/path`, for the pod proxy.
@@ -70,6 +73,10 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
     let pod_path = format!("/api/v1/namespaces/{ns}/pods");
     let pod_lists = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let lists = pod_lists.clone();
+    let activators = Arc::new(Mutex::new((Vec::<String>::new(), 0u16)));
+    let endpoints = activators.clone();
+    let service_path = format!("/api/v1/namespaces/{ns}/services/infscale-activator");
+    let slices_path = format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices");
     let server = serve(
         "127.0.0.1:0",
         Duration::from_secs(120),
@@ -111,7 +118,36 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                 "kind": "Scale", "metadata": {"name": app, "namespace": ns},
                 "spec": {"replicas": n}, "status": {"replicas": n, "selector": format!("app={app}")}}),
                 );
-            } else if path == pod_path && watch {
+            } else if path == service_path {
+                json(
+                    &mut stream,
+                    200,
+                    serde_json::json!({"apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": "infscale-activator", "namespace": ns},
+                        "spec": {"ports": [
+                            {"name": "http", "port": 80, "targetPort": "http"},
+                            {"name": "admin", "port": 9092, "targetPort": "admin"}]}}),
+                );
+            } else if path == slices_path && !watch {
+                let (ips, port) = endpoints.lock().unwrap().clone();
+                let eps: Vec<serde_json::Value> = ips
+                    .iter()
+                    .map(|ip| serde_json::json!({"addresses": [ip], "conditions": {"ready": true}}))
+                    .collect();
+                json(
+                    &mut stream,
+                    200,
+                    serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSliceList",
+                        "metadata": {"resourceVersion": "1"},
+                        "items": [{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                            "metadata": {"name": "infscale-activator-x", "namespace": ns,
+                                "resourceVersion": "1",
+                                "labels": {"kubernetes.io/service-name": "infscale-activator"}},
+                            "addressType": "IPv4",
+                            "ports": [{"name": "http", "port": 8080}, {"name": "admin", "port": port}],
+                            "endpoints": eps}]}),
+                );
+            } else if (path == pod_path || path == slices_path) && watch {
                 // Hold the watch open with no events, then end it; the watcher re-watches.
                 let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
                 for _ in 0..50 {
@@ -165,5 +201,6 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
         pods,
         replicas,
         pod_lists,
+        activators,
     }
 }
