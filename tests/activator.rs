@@ -420,3 +420,75 @@ async fn held_requests_reach_the_upstream_in_arrival_order() {
         "a request that arrived during the release overtook a held one: {seen:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_stream_is_kept_alive_then_spliced() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = common::model::activator_route(up, |r| r.keep_alive_seconds = Some(1.0)).await;
+    // Not streaming: held, never answered early.
+    let plain = tokio::spawn(
+        client()
+            .post(format!("http://{}/echo", a.proxy))
+            .body(r#"{"stream":false}"#)
+            .send(),
+    );
+    wait_held(a.admin, 1).await;
+    let body = r#"{"model":"m","stream":true,"messages":[]}"#;
+    let started = Instant::now();
+    let r = client()
+        .post(format!("http://{}/v1/chat/completions", a.proxy))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    // Answered at once, while held.
+    assert_eq!(r.status(), 200);
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let flip = {
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            ready.store(true, Ordering::SeqCst);
+        })
+    };
+    let text = r.text().await.unwrap();
+    flip.await.unwrap();
+    let comments = text.matches(": waiting for a replica").count();
+    assert!(comments >= 2, "{comments} comments: {text:?}");
+    let first_token = text.find("data: {\"token\":0}").expect("no token");
+    assert!(text[..first_token].matches(": waiting").count() >= 2);
+    assert!(text.ends_with("data: {\"token\":2}\n\n"), "{text:?}");
+    let plain = plain.await.unwrap().unwrap();
+    assert_eq!(plain.status(), 200);
+    assert_eq!(plain.text().await.unwrap(), r#"{"stream":false}"#);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upstream_error_after_the_early_answer_is_one_error_event() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = common::model::activator_route(up, |r| r.keep_alive_seconds = Some(0.2)).await;
+    let pending = tokio::spawn(
+        client()
+            .post(format!("http://{}/v1/fail", a.proxy))
+            .body(r#"{"stream":true}"#)
+            .send(),
+    );
+    wait_held(a.admin, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ready.store(true, Ordering::SeqCst);
+    let r = pending.await.unwrap().unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .filter(|e| e.starts_with("data:"))
+        .collect();
+    assert_eq!(events.len(), 1, "{text:?}");
+    let error: serde_json::Value =
+        serde_json::from_str(events[0].trim_start_matches("data: ")).unwrap();
+    assert_eq!(error["error"]["message"], "model crashed");
+    assert_eq!(error["error"]["code"], 500);
+}

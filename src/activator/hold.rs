@@ -363,6 +363,7 @@ mod tests {
             counts_host: "u".into(),
             abandon_lease: Duration::ZERO,
             release_concurrency: 4,
+            keep_alive: None,
         };
         RouteState::new(route, Arc::new(watch::channel(0).0))
     }

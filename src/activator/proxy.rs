@@ -135,6 +135,24 @@ impl Drop for UpstreamBody {
     }
 }
 
+/// Whether a request asks for a streamed answer: a POST whose JSON body says `"stream": true`
+/// (OpenAI's completions and chat completions).
+fn wants_stream(method: &http::Method, body: &[u8]) -> bool {
+    method == http::Method::POST
+        && serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.get("stream").and_then(|s| s.as_bool()))
+            .unwrap_or(false)
+}
+
+/// One SSE event carrying an OpenAI-style error object.
+fn error_event(message: &str, code: u16) -> Frame<Bytes> {
+    let event = serde_json::json!({
+        "error": { "message": message, "type": "upstream_error", "code": code }
+    });
+    Frame::data(Bytes::from(format!("data: {event}\n\n")))
+}
+
 /// Why a request body was not taken.
 enum BodyRefusal {
     TooLarge,
@@ -254,7 +272,6 @@ impl Proxy {
             );
         };
         let state = self.routes[index].clone();
-        let counters = &self.route_telemetry[index];
         let host = state.route.counts_host.as_str();
         let too_large = req
             .headers()
@@ -269,19 +286,40 @@ impl Proxy {
                 None,
             );
         }
-        let (mut parts, body) = req.into_parts();
+        let (parts, body) = req.into_parts();
         let declared = parts
             .headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
         // Held until the request is answered: the body may be sent again.
-        let (body, _reservation) = match self.read_body(body, declared).await {
+        let (body, reservation) = match self.read_body(body, declared).await {
             Ok(read) => read,
             Err(refusal) => {
                 self.telemetry.reject(host, refusal.reason());
                 return refusal.answer();
             }
         };
+        if let Some(every) = state.route.keep_alive {
+            if !state.is_ready() && wants_stream(&parts.method, &body) {
+                return self.keep_alive(index, parts, body, peer, reservation, every);
+            }
+        }
+        self.deliver(index, parts, body, peer, reservation).await
+    }
+
+    /// Holds (if need be) and forwards a request whose body has been read; every outcome is a
+    /// response. `_reservation` keeps the body's share of the budget until then.
+    async fn deliver(
+        &self,
+        index: usize,
+        mut parts: http::request::Parts,
+        body: Bytes,
+        peer: SocketAddr,
+        _reservation: Reservation,
+    ) -> Response<ProxyBody> {
+        let state = self.routes[index].clone();
+        let counters = &self.route_telemetry[index];
+        let host = state.route.counts_host.as_str();
         // Built at the first forward, not before: a held request carries only what it came with.
         let mut upstream: Option<Upstream> = None;
         let arrived = Instant::now();
@@ -354,6 +392,71 @@ impl Proxy {
                 }
             }
         }
+    }
+
+    /// Answers a streaming request at once (`200 text/event-stream`) while it is held, with an
+    /// SSE comment every `every`, then splices the upstream's events; an upstream failure (or a
+    /// hold that ends without a replica) arrives as one `data:` event with an OpenAI-style error
+    /// object, and the stream ends. A client that leaves stops it all, and the hold is abandoned.
+    fn keep_alive(
+        self: Arc<Self>,
+        index: usize,
+        parts: http::request::Parts,
+        body: Bytes,
+        peer: SocketAddr,
+        reservation: Reservation,
+        every: Duration,
+    ) -> Response<ProxyBody> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(16);
+        tokio::spawn(async move {
+            let deliver = self.deliver(index, parts, body, peer, reservation);
+            let mut deliver = std::pin::pin!(deliver);
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            let response = loop {
+                tokio::select! {
+                    r = &mut deliver => break r,
+                    _ = tick.tick() => {
+                        let comment = Frame::data(Bytes::from_static(b": waiting for a replica\n\n"));
+                        if tx.send(Ok(comment)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            };
+            let status = response.status();
+            let mut body = response.into_body();
+            if !status.is_success() {
+                let said = body
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                let message = crate::source::status_message(&said)
+                    .unwrap_or_else(|| format!("HTTP status {}", status.as_u16()));
+                let _ = tx.send(Ok(error_event(&message, status.as_u16()))).await;
+                return;
+            }
+            while let Some(frame) = body.frame().await {
+                let (frame, failed) = match frame {
+                    Ok(f) => (f, false),
+                    Err(e) => (error_event(&format!("the upstream failed: {e}"), 502), true),
+                };
+                if tx.send(Ok(frame)).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let mut r = Response::new(http_body_util::StreamBody::new(stream).boxed());
+        let h = r.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        h.insert("x-infscale-keep-alive", HeaderValue::from_static("held"));
+        r
     }
 
     fn shutting_down(&self, host: &str) -> Response<ProxyBody> {

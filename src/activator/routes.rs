@@ -53,6 +53,10 @@ pub struct RouteSpec {
     /// Released requests in flight at once; the rest send, in order, as responses end.
     #[serde(default = "default_release_concurrency")]
     pub release_concurrency: usize,
+    /// Answer a held streaming request (`"stream": true`) at once and send an SSE comment this
+    /// often until the model answers; off when absent.
+    #[serde(default)]
+    pub keep_alive_seconds: Option<f64>,
 }
 
 fn default_release_concurrency() -> usize {
@@ -96,6 +100,8 @@ pub struct Route {
     pub abandon_lease: Duration,
     /// Released requests in flight at once.
     pub release_concurrency: usize,
+    /// SSE keep-alive for held streaming requests, when set.
+    pub keep_alive: Option<Duration>,
 }
 
 /// A route that cannot be used, naming the route and field.
@@ -123,6 +129,7 @@ impl RouteSpec {
             counts_host: None,
             abandon_lease_seconds: default_abandon_lease(),
             release_concurrency: default_release_concurrency(),
+            keep_alive_seconds: None,
         }
     }
 
@@ -198,6 +205,11 @@ impl RouteSpec {
             crate::limits::MAX_HOLD_SECONDS,
         )
         .map_err(|e| bad("abandonLeaseSeconds", e))?;
+        let keep_alive = self
+            .keep_alive_seconds
+            .map(|s| crate::limits::seconds(s, false, crate::limits::MAX_HOLD_SECONDS))
+            .transpose()
+            .map_err(|e| bad("keepAliveSeconds", e))?;
         if self.release_concurrency == 0 {
             return Err(bad("releaseConcurrency", "must be at least 1".into()));
         }
@@ -223,6 +235,7 @@ impl RouteSpec {
             counts_host,
             abandon_lease,
             release_concurrency: self.release_concurrency,
+            keep_alive,
         })
     }
 }

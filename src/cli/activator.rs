@@ -50,6 +50,10 @@ pub struct Args {
     /// Seconds forwarded requests may take to finish after SIGTERM.
     #[arg(long, default_value_t = 30.0)]
     pub drain_seconds: f64,
+    /// Answer a held streaming request at once and send an SSE comment every this many seconds
+    /// until the model answers (off by default).
+    #[arg(long, value_name = "SECONDS")]
+    pub keep_alive_seconds: Option<f64>,
     /// Client connections at once; one more is closed as it is accepted.
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,
@@ -100,6 +104,7 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
                 max_held: args.max_held,
                 hold_timeout_seconds: args.hold_timeout,
                 counts_host: args.host.clone(),
+                keep_alive_seconds: args.keep_alive_seconds,
                 ..RouteSpec::to_upstream(upstream)
             };
             vec![spec

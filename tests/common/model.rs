@@ -45,6 +45,26 @@ pub async fn upstream(ready: Arc<AtomicBool>) -> SocketAddr {
             }),
         )
         .route(
+            "/v1/chat/completions",
+            post(|| async {
+                let events = futures::stream::iter((0..3).map(|i| {
+                    Ok::<_, std::convert::Infallible>(
+                        Event::default().data(format!("{{\"token\":{i}}}")),
+                    )
+                }));
+                Sse::new(events)
+            }),
+        )
+        .route(
+            "/v1/fail",
+            post(|| async {
+                (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    r#"{"error":{"message":"model crashed"}}"#,
+                )
+            }),
+        )
+        .route(
             "/stream",
             get(|| async {
                 let events = futures::stream::unfold(0, |i| async move {
@@ -77,14 +97,15 @@ pub async fn activator(upstream: SocketAddr, max_held: usize, hold_timeout: f64)
     activator_with(upstream, max_held, hold_timeout, ClientLimits::default()).await
 }
 
-/// The activator with these client limits (and a 16 MiB body cap).
-pub async fn activator_with(
-    upstream: SocketAddr,
-    max_held: usize,
-    hold_timeout: f64,
-    limits: ClientLimits,
-) -> Running {
-    let route = RouteSpec {
+/// The activator with one route whose settings `adjust` changes.
+pub async fn activator_route(upstream: SocketAddr, adjust: impl FnOnce(&mut RouteSpec)) -> Running {
+    let mut spec = route_spec(upstream, 100, 30.0);
+    adjust(&mut spec);
+    start(spec, ClientLimits::default()).await
+}
+
+fn route_spec(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> RouteSpec {
+    RouteSpec {
         health_path: Some("/health".into()),
         max_held,
         hold_timeout_seconds: hold_timeout,
@@ -92,8 +113,20 @@ pub async fn activator_with(
         abandon_lease_seconds: 0.5,
         ..RouteSpec::to_upstream(&format!("http://{upstream}"))
     }
-    .check(0, "default")
-    .unwrap();
+}
+
+/// The activator with these client limits (and a 16 MiB body cap).
+pub async fn activator_with(
+    upstream: SocketAddr,
+    max_held: usize,
+    hold_timeout: f64,
+    limits: ClientLimits,
+) -> Running {
+    start(route_spec(upstream, max_held, hold_timeout), limits).await
+}
+
+async fn start(spec: RouteSpec, limits: ClientLimits) -> Running {
+    let route = spec.check(0, "default").unwrap();
     let bound = bind(Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
