@@ -39,6 +39,8 @@ async fn measure(env: &[(&str, &str)], send: bool) -> (f64, f64) {
             "20000",
             "--hold-timeout",
             "600",
+            "--max-connections",
+            "20000",
             "--listen",
             &format!("127.0.0.1:{listen}"),
             "--admin-listen",
