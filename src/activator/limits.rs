@@ -130,6 +130,24 @@ impl ClientConn {
         }
     }
 
+    /// A write's outcome, failed once it has been pending for `stall`.
+    fn stalling<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match polled {
+            Poll::Pending => match self.check_stall(cx) {
+                Ok(()) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+
     /// Whether a write pending since the timer was armed has waited too long.
     fn check_stall(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
         let stall = self.stall;
@@ -162,29 +180,13 @@ impl AsyncWrite for ClientConn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Pending => match self.check_stall(cx) {
-                Ok(()) => Poll::Pending,
-                Err(e) => Poll::Ready(Err(e)),
-            },
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.stalling(cx, polled)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.inner).poll_flush(cx) {
-            Poll::Pending => match self.check_stall(cx) {
-                Ok(()) => Poll::Pending,
-                Err(e) => Poll::Ready(Err(e)),
-            },
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.stalling(cx, polled)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -154,3 +154,20 @@ pub async fn next_push(
         .expect("StreamIsActive ended")
         .result
 }
+
+/// How long after `hold` (which holds a request at an activator) `StreamIsActive` pushes
+/// `true`; the stream's last message must have been `false`. Asserts under 100 ms.
+pub async fn push_after_hold(
+    stream: &mut tonic::Streaming<infscale::scaler::proto::IsActiveResponse>,
+    hold: impl FnOnce(),
+) -> Duration {
+    let held_at = Instant::now();
+    hold();
+    assert!(next_push(stream).await, "the push after the hold was false");
+    let took = held_at.elapsed();
+    assert!(
+        took < Duration::from_millis(100),
+        "pushed true after {took:?}"
+    );
+    took
+}
