@@ -2,7 +2,8 @@
 # The activator as a proxy, side by side in one run: wrk against a stand-in upstream (nginx
 # returning a small JSON answer) directly, through `infscale activator`, and through nginx as a
 # reverse proxy (the anchor a proxy is judged against). Three interleaved rounds per setup;
-# medians. Then the memory of 10,000 held requests (`cargo bench --bench activator`).
+# medians. Then the memory of 10,000 held requests (`cargo bench --bench activator`), and 1,000
+# token streams through each (`cargo bench --bench streams`).
 #
 # Installs wrk and nginx from Debian's packages if missing (root). All on 127.0.0.1.
 set -euo pipefail
@@ -32,6 +33,11 @@ http {
   server {
     listen 127.0.0.1:18082;
     location / { proxy_pass http://model; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+  # Token streams (benches/streams.rs): unbuffered, as nginx must be configured for SSE.
+  server {
+    listen 127.0.0.1:18096;
+    location / { proxy_pass http://127.0.0.1:18095; proxy_http_version 1.1; proxy_buffering off; proxy_read_timeout 60s; }
   }
 }
 CONF
@@ -125,3 +131,6 @@ print(f"nginx (anchor) worker RSS: {before:.1f} MB idle, {after:.1f} MB with 900
 PY
 nginx -p "$work" -c "$work/nginx-hold.conf" -s stop || true
 cargo bench --bench activator
+# Token streams: 1,000 SSE streams directly, through the activator, and through nginx (the first
+# nginx's unbuffered server on 18096, in front of the bench's upstream on 18095).
+STREAM_UPSTREAM_PORT=18095 NGINX_STREAM_PORT=18096 cargo bench --bench streams

@@ -1,5 +1,5 @@
 //! Helpers the process-level benchmarks share: a free loopback port to hand a child process,
-//! and its resident memory read from /proc.
+//! and its resident memory read from /proc. Not every benchmark uses both.
 
 /// A port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> u16 {
@@ -11,6 +11,7 @@ pub fn free_port() -> u16 {
 }
 
 /// Resident set size of a process, MB (0 when /proc cannot tell).
+#[allow(dead_code)]
 pub fn rss_mb(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status

@@ -205,7 +205,10 @@ struct Counted {
     /// A released request's slot, freed when the response ends.
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
     idle: Duration,
+    /// Armed for `idle` after the last frame seen when it was armed; moved on only when it
+    /// fires, so a frame costs a clock read, not a timer update.
     silent: Pin<Box<tokio::time::Sleep>>,
+    last_frame: tokio::time::Instant,
 }
 
 impl Body for Counted {
@@ -216,23 +219,27 @@ impl Body for Counted {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Pending => {
-                use std::future::Future;
-                match self.silent.as_mut().poll(cx) {
-                    Poll::Ready(()) => Poll::Ready(Some(Err(format!(
-                        "the upstream sent nothing for {:?}",
-                        self.idle
-                    )
-                    .into()))),
-                    Poll::Pending => Poll::Pending,
+        use std::future::Future;
+        loop {
+            match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Ready(frame) => {
+                    self.last_frame = tokio::time::Instant::now();
+                    return Poll::Ready(frame.map(|f| f.map_err(BoxError::from)));
                 }
+                Poll::Pending => {}
             }
-            Poll::Ready(frame) => {
-                let next = tokio::time::Instant::now() + self.idle;
-                self.silent.as_mut().reset(next);
-                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+            if self.silent.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
             }
+            let due = self.last_frame + self.idle;
+            if due <= tokio::time::Instant::now() {
+                let idle = self.idle;
+                return Poll::Ready(Some(Err(
+                    format!("the upstream sent nothing for {idle:?}").into()
+                )));
+            }
+            // Frames came since the timer was armed: arm it again from the last one.
+            self.silent.as_mut().reset(due);
         }
     }
 
@@ -553,6 +560,7 @@ impl Proxy {
             _slot: slot,
             idle,
             silent: Box::pin(tokio::time::sleep(idle)),
+            last_frame: tokio::time::Instant::now(),
         };
         Ok(Response::from_parts(parts, body.boxed()))
     }
