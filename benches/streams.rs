@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const STREAMS: usize = 1000;
 const EVENTS: usize = 50;
 const GAP: Duration = Duration::from_millis(20);
+const ROUNDS: usize = 3;
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -176,18 +177,30 @@ async fn main() {
         setups.push(("nginx-proxy", port));
     }
     println!(
-        "{STREAMS} streams x {EVENTS} events {} ms apart, one setup after another",
+        "{STREAMS} streams x {EVENTS} events {} ms apart; {ROUNDS} interleaved rounds, medians",
         GAP.as_millis()
     );
     println!(
         "{:12} {:>10} {:>10} {:>10}",
         "setup", "delivered", "p50 delay", "p99 delay"
     );
-    for (name, port) in setups {
-        let (delivered, p50, p99) = measure(port).await;
+    let mut results: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); setups.len()];
+    for _ in 0..ROUNDS {
+        for (i, (_, port)) in setups.iter().enumerate() {
+            results[i].push(measure(*port).await);
+        }
+    }
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    for ((name, _), runs) in setups.iter().zip(results) {
+        let delivered: u64 = runs.iter().map(|r| r.0).sum();
+        let p50 = median(runs.iter().map(|r| r.1).collect());
+        let p99 = median(runs.iter().map(|r| r.2).collect());
         println!(
             "{name:12} {:>9.1}% {:>8}us {:>8}us",
-            delivered as f64 * 100.0 / (STREAMS * EVENTS) as f64,
+            delivered as f64 * 100.0 / (ROUNDS * STREAMS * EVENTS) as f64,
             p50,
             p99
         );
