@@ -52,7 +52,8 @@ async fn upstream(port: u16) {
                     }
                     continue;
                 }
-                let start = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                // The stream ends the connection, and says so: a proxy must not reuse it.
+                let start = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
                 if s.write_all(start).await.is_err() {
                     return;
                 }
