@@ -5,7 +5,7 @@
 mod common;
 
 use common::kubeapi::{kube_api, FakePod};
-use common::pods::{pod, Behaviour};
+use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{
     active_when, client, config, metrics_request, next_push, object, start, value_when,
 };
@@ -96,10 +96,7 @@ async fn addresses_that_reach_elsewhere_are_refused_and_nothing_is_fetched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn oversized_metadata_and_too_many_targets_are_refused() {
-    let replica = pod(
-        "127.0.0.1:0",
-        Behaviour::Page(b"vllm:num_requests_running 1\nvllm:num_requests_waiting 0\n".to_vec()),
-    );
+    let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(1)));
     let running = start(Config {
         statics: HashMap::from([("chat".to_owned(), vec![replica.url()])]),
         bounds: Bounds {
@@ -152,10 +149,7 @@ async fn oversized_metadata_and_too_many_targets_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_scaled_objects_in_a_namespace_share_one_pod_watch() {
-    let replica = pod(
-        "127.0.0.2:0",
-        Behaviour::Page(b"vllm:num_requests_running 2\nvllm:num_requests_waiting 0\n".to_vec()),
-    );
+    let replica = pod("127.0.0.2:0", Behaviour::Page(vllm_running(2)));
     let port = replica.server.addr.port();
     let api = kube_api(
         "llm",
@@ -196,10 +190,7 @@ async fn fifty_scaled_objects_in_a_namespace_share_one_pod_watch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_connections_are_closed_and_keda_keeps_working() {
-    let replica = pod(
-        "127.0.0.1:0",
-        Behaviour::Page(b"vllm:num_requests_running 3\nvllm:num_requests_waiting 0\n".to_vec()),
-    );
+    let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(3)));
     let running = start(Config {
         statics: HashMap::from([("chat".to_owned(), vec![replica.url()])]),
         bounds: Bounds {
@@ -257,10 +248,7 @@ fn free_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_with_an_open_stream_exits_within_the_drain() {
-    let replica = pod(
-        "127.0.0.1:0",
-        Behaviour::Page(b"vllm:num_requests_running 3\nvllm:num_requests_waiting 0\n".to_vec()),
-    );
+    let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(3)));
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_infscale"))
         .args([
@@ -371,10 +359,7 @@ fn durations_out_of_range_exit_2_naming_the_flag() {
 async fn a_gauge_of_two_to_the_64_is_clamped_to_what_keda_holds() {
     let replica = pod(
         "127.0.0.1:0",
-        Behaviour::Page(
-            b"vllm:num_requests_running 18446744073709551615\nvllm:num_requests_waiting 0\n"
-                .to_vec(),
-        ),
+        Behaviour::Page(vllm_running(18446744073709551615)),
     );
     let running = start(Config {
         statics: HashMap::from([("chat".to_owned(), vec![replica.url()])]),

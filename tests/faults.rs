@@ -7,7 +7,7 @@ mod common;
 use common::activator::activator;
 use common::http::serve;
 use common::kubeapi::kube_api;
-use common::pods::{pod, Behaviour};
+use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{
     active_when, client, config, metrics_request, next_push, object, push_after_hold, refused_url,
     start, value_when,
@@ -20,15 +20,6 @@ use std::io::Write;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A vLLM page with this many requests running and none waiting.
-fn running(n: u32) -> Vec<u8> {
-    format!(
-        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {n}\n\
-         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} 0\n"
-    )
-    .into_bytes()
-}
 
 /// What llama.cpp's llama-server answers on /metrics when started without `--metrics`.
 const LLAMA_501: &str = r#"{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with `--metrics`","type":"not_supported_error"}}"#;
@@ -67,7 +58,7 @@ fn decide(args: &[&str]) -> (serde_json::Value, String) {
 /// --min 0` never orders zero; the error says what the server said.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unreadable_replica_is_never_idle() {
-    let idle = pod("127.0.0.1:0", Behaviour::Page(running(0)));
+    let idle = pod("127.0.0.1:0", Behaviour::Page(vllm_running(0)));
     let no_metrics = pod("127.0.0.1:0", Behaviour::Reply(501, LLAMA_501));
     let hang = pod("127.0.0.1:0", Behaviour::Hang);
     let running_server = start(statics(&[
@@ -183,7 +174,7 @@ async fn a_new_collector_wakes_on_its_first_instant() {
 /// (d) A release is not idle until a scrape that began after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_release_is_not_idle_before_a_later_scrape() {
-    let replica = pod("127.0.0.1:0", Behaviour::Page(running(0)));
+    let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(0)));
     let act = activator("chat");
     let running_server = start(Config {
         allowed_activators: vec![act.url()],
@@ -272,7 +263,7 @@ async fn a_stalled_activator_fails_the_held_source() {
 /// read as a scale-down; KEDA's HPA keeps the 6 replicas.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_overload_with_unreadable_pods_keeps_the_replicas() {
-    let busy = pod("127.0.0.1:0", Behaviour::Page(running(12)));
+    let busy = pod("127.0.0.1:0", Behaviour::Page(vllm_running(12)));
     let failing: Vec<_> = (0..5)
         .map(|_| pod("127.0.0.1:0", Behaviour::Status(500)))
         .collect();
@@ -298,7 +289,7 @@ async fn an_overload_with_unreadable_pods_keeps_the_replicas() {
 /// (g) Two triggers on one Deployment export two series, and a stopped collector's series go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn series_per_trigger_removed_when_the_collector_stops() {
-    let replica = pod("127.0.0.1:0", Behaviour::Page(running(4)));
+    let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(4)));
     let running_server = start(Config {
         idle_stop: Duration::from_secs(1),
         ..statics(&[("chat", vec![replica.url()])])

@@ -84,3 +84,12 @@ pub fn pod(addr: &str, behaviour: Behaviour) -> Pod {
         hits,
     }
 }
+
+/// A vLLM page with this many requests running and none waiting.
+pub fn vllm_running(n: u64) -> Vec<u8> {
+    format!(
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {n}\n\
+         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} 0\n"
+    )
+    .into_bytes()
+}
