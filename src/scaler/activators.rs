@@ -10,6 +10,7 @@
 //! it shows activity. A Service with no ready activator pod is a fault too.
 
 use super::activator::{self, Counts, Source};
+use super::AbortOnDrop;
 use crate::counts::HostCounts;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
@@ -52,7 +53,7 @@ pub fn follow(
                 let (utx, urx) = watch::channel(Err("no activator endpoints read yet".into()));
                 (
                     urx,
-                    Some(Abort(tokio::spawn(endpoints(client, service, utx)))),
+                    Some(AbortOnDrop(tokio::spawn(endpoints(client, service, utx)))),
                 )
             }
             (Members::Service { url, .. }, None) => (watch::channel(Ok(vec![url])).1, None),
@@ -62,18 +63,10 @@ pub fn follow(
     (rx, task)
 }
 
-struct Abort(tokio::task::JoinHandle<()>);
-
-impl Drop for Abort {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// One followed pod.
 struct Child {
     counts: watch::Receiver<Counts>,
-    _task: Abort,
+    _task: AbortOnDrop,
 }
 
 async fn aggregate(
@@ -101,7 +94,7 @@ async fn aggregate(
                         url.clone(),
                         Child {
                             counts,
-                            _task: Abort(task),
+                            _task: AbortOnDrop(task),
                         },
                     );
                 }

@@ -16,6 +16,7 @@ use super::discovery::{Discovery, DiscoveryError, PodEndpoint};
 use super::metadata::TargetSpec;
 use super::scrape::{ScrapeError, Scraper};
 use super::telemetry::{Telemetry, TriggerSeries};
+use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::{read_page, Replica};
@@ -135,28 +136,29 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                 _ => std::future::pending().await,
             }
         };
-        tokio::select! {
+        let scraped = tokio::select! {
             round = rounds.recv() => {
                 let Some(round) = round else { return };
                 pods = read_round(&spec, &series, &mut log, round, &mut state.counters);
+                true
             }
             alive = counts_changed => {
                 follower_alive = alive;
                 if let Some(rx) = &counts {
                     series.activator_up(matches!(&*rx.borrow(), Counts::Seen(_)));
                 }
-                let held = held_demand(counts.as_ref(), follower_alive, pods.ready(), spec.policy.activation);
-                if evaluated_held == Some(held) {
-                    continue;
-                }
+                false
             }
-        }
+        };
         let held = held_demand(
             counts.as_ref(),
             follower_alive,
             pods.ready(),
             spec.policy.activation,
         );
+        if !scraped && evaluated_held == Some(held) {
+            continue;
+        }
         evaluated_held = Some(held);
         let report = conclude(&shared, &spec, &pods, held, counts.as_ref(), &mut state);
         series.report(report.value.clone().ok(), report.active.clone().ok());
@@ -164,14 +166,6 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
         if tx.is_closed() {
             return;
         }
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -118,16 +118,6 @@ impl NamespaceWatches {
         watches.insert(namespace.to_owned(), Arc::downgrade(&w));
         w
     }
-
-    /// Watches running now.
-    pub fn len(&self) -> usize {
-        let watches = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        watches.values().filter(|w| w.strong_count() > 0).count()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A reflector over every pod of one namespace.

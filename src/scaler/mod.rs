@@ -21,3 +21,12 @@ pub mod selector;
 pub mod server;
 pub mod service;
 pub mod telemetry;
+
+/// A background task that ends when its owner drops this.
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

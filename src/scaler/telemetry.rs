@@ -130,10 +130,6 @@ impl TriggerSeries {
         }
     }
 
-    pub fn labels(&self) -> &Labels {
-        &self.labels
-    }
-
     fn with(&self, key: &str, value: &str) -> Labels {
         let mut l = self.labels.clone();
         l.push((key.to_owned(), value.to_owned()));
