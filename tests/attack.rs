@@ -7,7 +7,7 @@ mod common;
 use common::kubeapi::{kube_api, FakePod};
 use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{
-    active_when, client, config, metrics_request, next_push, object, start, value_when,
+    active_when, client, config, free_port, metrics_request, next_push, object, start, value_when,
 };
 use infscale::scaler::server::{Bounds, Config};
 use std::collections::HashMap;
@@ -235,15 +235,6 @@ async fn idle_connections_are_closed_and_keda_keeps_working() {
     let mut fresh = client(running.grpc).await;
     assert!(fresh.is_active(so).await.unwrap().into_inner().result);
     eprintln!("1100 idle connections closed within {closed_in:?}");
-}
-
-/// A free port on 127.0.0.1 (bound, then released).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

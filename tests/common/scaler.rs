@@ -137,10 +137,16 @@ pub async fn active_when(
 
 /// A port on 127.0.0.1 where nothing listens (connections are refused).
 pub fn refused_url() -> String {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/metrics", probe.local_addr().unwrap());
-    drop(probe);
-    url
+    format!("http://127.0.0.1:{}/metrics", free_port())
+}
+
+/// A port on 127.0.0.1 that nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The next `StreamIsActive` message, within 15 s.
