@@ -3,10 +3,11 @@
 //! binary, and through nginx as a reverse proxy (when `NGINX_STREAM_PORT` names one in front of
 //! `STREAM_UPSTREAM_PORT`, as `scripts/bench-activator.sh` sets up), one setup after another on the same
 //! machine. Each event carries the time it was sent; the client records when it arrived. Prints
-//! the events delivered and the p50/p99 delay per setup. `cargo bench --bench streams`.
+//! the events delivered, the p50/p99 delay and the proxy's CPU time per event per setup (the
+//! proxy's pid: the activator's own, nginx's from `NGINX_STREAM_PID`). `cargo bench --bench streams`.
 
 mod common;
-use common::free_port;
+use common::{cpu_seconds, free_port};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -169,38 +170,54 @@ async fn main() {
         .expect("start infscale activator");
     wait_for(listen);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut setups = vec![("direct", up), ("activator", listen)];
+    // (name, port, the proxy's pid whose CPU time is counted)
+    let mut setups = vec![
+        ("direct", up, None),
+        ("activator", listen, Some(activator.id())),
+    ];
     // nginx as the anchor, when the caller started one on this port (scripts/bench-activator.sh).
     if let Some(port) = std::env::var("NGINX_STREAM_PORT")
         .ok()
         .and_then(|p| p.parse().ok())
     {
-        setups.push(("nginx-proxy", port));
+        let pid = std::env::var("NGINX_STREAM_PID")
+            .ok()
+            .and_then(|p| p.parse().ok());
+        setups.push(("nginx-proxy", port, pid));
     }
     println!(
         "{STREAMS} streams x {EVENTS} events {} ms apart; {ROUNDS} interleaved rounds, medians",
         GAP.as_millis()
     );
     println!(
-        "{:12} {:>10} {:>10} {:>10}",
-        "setup", "delivered", "p50 delay", "p99 delay"
+        "{:12} {:>10} {:>10} {:>10} {:>14}",
+        "setup", "delivered", "p50 delay", "p99 delay", "proxy CPU/event"
     );
     let mut results: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); setups.len()];
+    let mut cpu = vec![0.0; setups.len()];
     for _ in 0..ROUNDS {
-        for (i, (_, port)) in setups.iter().enumerate() {
+        for (i, (_, port, pid)) in setups.iter().enumerate() {
+            let before = pid.map(cpu_seconds);
             results[i].push(measure(*port).await);
+            if let (Some(pid), Some(before)) = (pid, before) {
+                cpu[i] += cpu_seconds(*pid) - before;
+            }
         }
     }
     let median = |mut v: Vec<u64>| {
         v.sort_unstable();
         v[v.len() / 2]
     };
-    for ((name, _), runs) in setups.iter().zip(results) {
+    for (((name, _, pid), runs), cpu) in setups.iter().zip(results).zip(cpu) {
         let delivered: u64 = runs.iter().map(|r| r.0).sum();
         let p50 = median(runs.iter().map(|r| r.1).collect());
         let p99 = median(runs.iter().map(|r| r.2).collect());
+        let per_event = match pid {
+            Some(_) if delivered > 0 => format!("{:.1}us", cpu * 1e6 / delivered as f64),
+            _ => "-".to_string(),
+        };
         println!(
-            "{name:12} {:>9.1}% {:>8}us {:>8}us",
+            "{name:12} {:>9.1}% {:>8}us {:>8}us {per_event:>14}",
             delivered as f64 * 100.0 / (ROUNDS * STREAMS * EVENTS) as f64,
             p50,
             p99

@@ -13,7 +13,7 @@ if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
 fi
 cargo build --release --bin infscale >&2
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; nginx -p "$work" -c "$work/nginx.conf" -s stop 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; for c in nginx nginx-proxy; do nginx -p "$work" -c "$work/$c.conf" -s stop 2>/dev/null || true; done; rm -rf "$work"' EXIT
 mkdir -p "$work/logs"
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1;
@@ -30,10 +30,6 @@ http {
     location /health { return 200 "ok\n"; }
     location / { default_type application/json; return 200 '{"id":"cmpl-1","choices":[{"text":"hello"}]}'; }
   }
-  server {
-    listen 127.0.0.1:18082;
-    location / { proxy_pass http://model; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
   # Token streams (benches/streams.rs): unbuffered, as nginx must be configured for SSE.
   server {
     listen 127.0.0.1:18096;
@@ -42,6 +38,25 @@ http {
 }
 CONF
 nginx -p "$work" -c "$work/nginx.conf"
+# nginx as the proxy runs as its own process with one worker, as the activator does: sharing the
+# upstream's worker would halve the CPU it gets.
+cat > "$work/nginx-proxy.conf" <<CONF
+worker_processes 1;
+error_log $work/logs/error-proxy.log;
+pid $work/nginx-proxy.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/body;
+  proxy_temp_path $work/proxy;
+  upstream model { server 127.0.0.1:18081; keepalive 64; }
+  server {
+    listen 127.0.0.1:18082;
+    location / { proxy_pass http://model; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+CONF
+nginx -p "$work" -c "$work/nginx-proxy.conf"
 ./target/release/infscale activator --upstream http://127.0.0.1:18081 --health-path /health \
   --listen 127.0.0.1:18083 --admin-listen 127.0.0.1:18084 >"$work/activator.log" 2>&1 &
 sleep 1
@@ -133,4 +148,5 @@ nginx -p "$work" -c "$work/nginx-hold.conf" -s stop || true
 cargo bench --bench activator
 # Token streams: 1,000 SSE streams directly, through the activator, and through nginx (the first
 # nginx's unbuffered server on 18096, in front of the bench's upstream on 18095).
-STREAM_UPSTREAM_PORT=18095 NGINX_STREAM_PORT=18096 cargo bench --bench streams
+STREAM_UPSTREAM_PORT=18095 NGINX_STREAM_PORT=18096 \
+  NGINX_STREAM_PID="$(pgrep -P "$(cat "$work/nginx.pid")" | head -1)" cargo bench --bench streams

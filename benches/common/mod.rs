@@ -1,5 +1,5 @@
 //! Helpers the process-level benchmarks share: a free loopback port to hand a child process,
-//! and its resident memory read from /proc. Not every benchmark uses both.
+//! and its resident memory and CPU time read from /proc. Not every benchmark uses all.
 
 /// A port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> u16 {
@@ -20,4 +20,22 @@ pub fn rss_mb(pid: u32) -> f64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// CPU time a process has used so far (user + system), seconds; 0 when /proc cannot tell.
+#[allow(dead_code)]
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at state; utime and stime
+    // are the 14th and 15th fields of the whole line, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |i: usize| {
+        rest.split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    match (field(11), field(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => 0.0,
+    }
 }

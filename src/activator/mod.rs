@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod hold;
 pub mod limits;
+pub mod preface;
 pub mod proxy;
 pub mod readiness;
 pub mod routes;

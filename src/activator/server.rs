@@ -5,6 +5,7 @@
 use super::admin::Admin;
 use super::hold::RouteState;
 use super::limits::{Budget, ClientConn, ClientLimits};
+use super::preface::{self, Speaks};
 use super::proxy::Proxy;
 use super::readiness;
 use super::routes::Route;
@@ -152,14 +153,13 @@ impl Bound {
         }));
         tracing::info!(listen = %self.proxy.local_addr().map(|a| a.to_string()).unwrap_or_default(), routes = routes.len(), "activator serving");
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         // A head must arrive in time; the same timer closes idle keep-alive connections.
-        builder
-            .http1()
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1
             .timer(TokioTimer::new())
             .header_read_timeout(config.limits.header_timeout);
-        builder
-            .http2()
+        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http2
             .timer(TokioTimer::new())
             .keep_alive_interval(config.limits.header_timeout);
         let permits = Arc::new(Semaphore::new(config.limits.max_connections.max(1)));
@@ -181,16 +181,24 @@ impl Bound {
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let stream = ClientConn::new(stream, config.limits.client_stall, permit);
                     let proxy = proxy.clone();
                     let service = service_fn(move |req| {
                         let p = proxy.clone();
                         async move { Ok::<_, Infallible>(p.handle(req, peer).await) }
                     });
-                    let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                    let conn = graceful.watch(conn);
+                    let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
+                    let (header_timeout, stall) = (config.limits.header_timeout, config.limits.client_stall);
                     tokio::spawn(async move {
-                        let _ = conn.await;
+                        // The protocol from the first bytes, within the head's time limit.
+                        let speaks = match tokio::time::timeout(header_timeout, preface::speaks(&stream)).await {
+                            Ok(Ok(Some(speaks))) => speaks,
+                            _ => return,
+                        };
+                        let io = TokioIo::new(ClientConn::new(stream, stall, permit));
+                        let _ = match speaks {
+                            Speaks::Http1 => watcher.watch(http1.serve_connection(io, service)).await,
+                            Speaks::Http2 => watcher.watch(http2.serve_connection(io, service)).await,
+                        };
                     });
                 }
                 _ = &mut shutdown => break,
