@@ -1,79 +1,74 @@
-//! The policy flags `decide` and `kube` share: the same keys as the simulator's policy strings,
-//! set through `Policy::set`, so a flag and a key mean one thing.
+//! The policy flags `decide` and `kube` share, built from the key table
+//! ([`crate::scaling::keys`]): one flag per policy key, set through `Policy::set`, so a flag, a
+//! key in a policy string and a ScaledObject field mean one thing and have one set of bounds.
 
+use crate::scaling::keys::{Kind, KEYS};
 use crate::scaling::{Metric, Policy};
+use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
-#[derive(Debug, Clone, clap::Args)]
+/// `--policy` and the flags given beside it, in the table's order.
+#[derive(Debug, Clone, Default)]
 pub struct PolicyArgs {
-    /// A whole policy in the simulator's syntax (e.g. queue:24,lookahead=90); flags given beside
-    /// it override its keys.
-    #[arg(long)]
+    /// A whole policy as a string (e.g. queue:24,lookahead=90).
     pub policy: Option<String>,
-    /// What to scale on: queue, waiting, running, kv, cpu, occupancy or ttft [default: queue].
-    #[arg(long, value_parser = parse_metric)]
-    pub metric: Option<Metric>,
-    /// Per-replica target in the metric's unit (requests, 0..1, percent, replicas, seconds).
-    #[arg(long, required_unless_present = "policy")]
-    pub target: Option<f64>,
-    /// Fewest replicas; 0 allows scale to zero (queue, waiting, occupancy, ttft) [default: 1].
-    #[arg(long)]
-    pub min: Option<u32>,
-    /// Most replicas [default: 10].
-    #[arg(long)]
-    pub max: Option<u32>,
-    /// Seconds to project demand ahead along its trend (the cold start) [default: 0].
-    #[arg(long, value_name = "SECONDS")]
-    pub lookahead: Option<f64>,
-    /// Seconds of history the trend is fitted over [default: 30].
-    #[arg(long, value_name = "SECONDS")]
-    pub trend: Option<f64>,
-    /// KEDA cooldownPeriod: idle seconds before the last replica goes [default: 300].
-    #[arg(long, value_name = "SECONDS")]
-    pub cooldown: Option<f64>,
-    /// Requests in flight above which the target is active [default: 0].
-    #[arg(long)]
-    pub activation: Option<f64>,
-    /// The HPA controller's tolerance [default: 0.1].
-    #[arg(long)]
-    pub tolerance: Option<f64>,
-    /// Scale-up stabilisation window [default: 0].
-    #[arg(long, value_name = "SECONDS")]
-    pub up_window: Option<u32>,
-    /// Scale-down stabilisation window [default: 300].
-    #[arg(long, value_name = "SECONDS")]
-    pub down_window: Option<u32>,
-    /// Scale-up policy: at most this many pods per period (replaces the default pair).
-    #[arg(long)]
-    pub up_pods: Option<u32>,
-    /// Scale-up policy: at most this percent per period (replaces the default pair).
-    #[arg(long)]
-    pub up_percent: Option<u32>,
-    /// Period of the scale-up policies [default: 15].
-    #[arg(long, value_name = "SECONDS")]
-    pub up_period: Option<u32>,
-    /// Max, Min or Disabled [default: Max].
-    #[arg(long)]
-    pub up_select: Option<String>,
-    /// Scale-down policy: at most this many pods per period (replaces the default 100%).
-    #[arg(long)]
-    pub down_pods: Option<u32>,
-    /// Scale-down policy: at most this percent per period (replaces the default 100%).
-    #[arg(long)]
-    pub down_percent: Option<u32>,
-    /// Period of the scale-down policies [default: 15].
-    #[arg(long, value_name = "SECONDS")]
-    pub down_period: Option<u32>,
-    /// Max, Min or Disabled [default: Max].
-    #[arg(long)]
-    pub down_select: Option<String>,
-    /// Run the HPA's legacy path (an HPA without `behavior`).
-    #[arg(long)]
-    pub legacy: bool,
+    /// (policy key, value) for every flag given.
+    pub keys: Vec<(&'static str, String)>,
 }
 
-fn parse_metric(s: &str) -> Result<Metric, String> {
-    s.parse()
-        .map_err(|e: crate::scaling::PolicyError| e.to_string())
+impl Args for PolicyArgs {
+    fn augment_args(cmd: Command) -> Command {
+        let mut cmd = cmd.arg(Arg::new("policy").long("policy").value_name("SPEC").help(
+            "A whole policy as a string (e.g. queue:24,lookahead=90); flags given beside \
+                     it override its keys",
+        ));
+        for key in KEYS {
+            let mut help = key.doc.to_owned();
+            if !key.default.is_empty() {
+                help.push_str(&format!(" [default: {}]", key.default));
+            }
+            let arg = Arg::new(key.name).long(key.flag).help(help);
+            let arg = match key.kind {
+                Kind::Flag => arg.action(ArgAction::SetTrue),
+                _ => arg.value_name(key.unit),
+            };
+            // A policy needs a target: from --policy or --target.
+            let arg = if key.name == "target" {
+                arg.required_unless_present("policy")
+            } else {
+                arg
+            };
+            cmd = cmd.arg(arg);
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for PolicyArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = PolicyArgs {
+            policy: m.get_one::<String>("policy").cloned(),
+            keys: Vec::new(),
+        };
+        for key in KEYS {
+            let value = match key.kind {
+                Kind::Flag => m.get_flag(key.name).then(|| "true".to_owned()),
+                _ => m.get_one::<String>(key.name).cloned(),
+            };
+            if let Some(value) = value {
+                args.keys.push((key.name, value));
+            }
+        }
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
 impl PolicyArgs {
@@ -83,36 +78,8 @@ impl PolicyArgs {
             Some(spec) => Policy::parse(spec)?,
             None => Policy::new(Metric::Queue, 0.0),
         };
-        if let Some(metric) = self.metric {
-            policy.metric = metric;
-        }
-        if let Some(target) = self.target {
-            policy.target = target;
-        }
-        let keys: [(&str, Option<String>); 18] = [
-            ("min", self.min.map(|v| v.to_string())),
-            ("max", self.max.map(|v| v.to_string())),
-            ("lookahead", self.lookahead.map(|v| v.to_string())),
-            ("trend", self.trend.map(|v| v.to_string())),
-            ("cooldown", self.cooldown.map(|v| v.to_string())),
-            ("activation", self.activation.map(|v| v.to_string())),
-            ("tolerance", self.tolerance.map(|v| v.to_string())),
-            ("legacy", self.legacy.then(|| "true".to_owned())),
-            ("upwindow", self.up_window.map(|v| v.to_string())),
-            ("downwindow", self.down_window.map(|v| v.to_string())),
-            ("upperiod", self.up_period.map(|v| v.to_string())),
-            ("uppods", self.up_pods.map(|v| v.to_string())),
-            ("uppercent", self.up_percent.map(|v| v.to_string())),
-            ("upselect", self.up_select.clone()),
-            ("downperiod", self.down_period.map(|v| v.to_string())),
-            ("downpods", self.down_pods.map(|v| v.to_string())),
-            ("downpercent", self.down_percent.map(|v| v.to_string())),
-            ("downselect", self.down_select.clone()),
-        ];
-        for (key, value) in keys {
-            if let Some(value) = value {
-                policy.set(key, &value)?;
-            }
+        for (key, value) in &self.keys {
+            policy.set(key, value)?;
         }
         policy.validate()?;
         Ok(policy)

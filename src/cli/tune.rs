@@ -1,9 +1,10 @@
 //! `infscale tune`: a search over policies on one trace, in parallel on all cores.
 
 use super::simulate::SimArgs;
+use crate::scaling::scaled_object::{self, Target};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
-use crate::sim::tune::{self, Grid, Target};
+use crate::sim::tune::{self, Grid};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
@@ -45,6 +46,10 @@ pub struct Args {
     /// KEDA cooldowns to try, seconds; `none` keeps one replica (min 1).
     #[arg(long, default_value = "none,60,120,300")]
     pub cooldowns: String,
+    /// Policy keys added to every point, e.g. trend=60,upwindow=30,tolerance=0.05 (the same keys
+    /// as a policy string; they come after the grid's own, so they override them).
+    #[arg(long, value_name = "KEYS", default_value = "")]
+    pub with: String,
     /// How many points of the grid to run, spread evenly over it (0: all).
     #[arg(long, default_value_t = 500)]
     pub points: usize,
@@ -64,9 +69,17 @@ pub struct Args {
     /// Where KEDA reaches infscale serve.
     #[arg(long, default_value = "infscale.infscale.svc:9090")]
     pub scaler_address: String,
-    /// The activator's admin URL, for scale to zero.
-    #[arg(long, default_value = "http://infscale-activator.infscale.svc:9091")]
-    pub activator_url: String,
+    /// The activator's Service, in the model's namespace (as manifests/activator runs it), for
+    /// scale to zero.
+    #[arg(long, default_value = "infscale-activator")]
+    pub activator_service: String,
+    /// The activator Service's admin port.
+    #[arg(long, default_value_t = 9092)]
+    pub activator_port: u16,
+    /// The activator's admin URL, instead of the Service and port (an activator named by
+    /// `serve --allow-activator`).
+    #[arg(long)]
+    pub activator_url: Option<String>,
     /// Print every point, not only the frontier.
     #[arg(long)]
     pub all: bool,
@@ -109,6 +122,7 @@ impl Args {
             down_policies,
             cooldowns,
             max: self.sim.max,
+            with: self.with.trim().trim_matches(',').to_owned(),
         })
     }
 }
@@ -190,7 +204,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             name: args.name.clone(),
             namespace: args.namespace.clone(),
             scaler_address: args.scaler_address.clone(),
-            activator_url: (policy.min == 0).then(|| args.activator_url.clone()),
+            activator_url: (policy.min == 0).then(|| {
+                args.activator_url.clone().unwrap_or_else(|| {
+                    scaled_object::activator_url(
+                        &args.activator_service,
+                        &args.namespace,
+                        args.activator_port,
+                    )
+                })
+            }),
             polling_interval_s: settings.polling_interval_s,
             cold_start_s: hw.gpu.cold_start_s(),
         };
@@ -198,7 +220,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "\n# cheapest with at most {max_miss}% misses: {} ({:.2}% misses, {:.1} replica-min)",
             best.policy, best.slo_miss_pct, best.replica_minutes
         );
-        print!("{}", tune::scaled_object(&policy, &target));
+        print!("{}", scaled_object::render(&policy, &target));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,10 +8,10 @@
 
 mod address;
 
-use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES, THRESHOLD};
+use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES};
 use crate::metrics::ServerChoice;
 use crate::scaler::activators::Members;
-use crate::scaling::{Metric, Policy};
+use crate::scaling::{keys, Metric, Policy, PolicyError};
 pub use address::AllowedActivators;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -80,25 +80,63 @@ const IGNORED: &[&str] = &[
     "tlsCertFile",
 ];
 
-/// The keys infscale reads.
-pub const KEYS: &[&str] = &[
+/// The keys infscale reads besides the policy's (which [`keys::KEYS`] names).
+pub const TARGET_KEYS: &[&str] = &[
     "deployment",
     "podSelector",
     "server",
     "metricsPort",
     "metricsPath",
     "metricsScheme",
-    "metric",
-    "threshold",
-    "activationThreshold",
     "coldStartSeconds",
-    "lookaheadSeconds",
-    "trendSeconds",
     "activatorUrl",
     "activatorHost",
     "scrapeIntervalSeconds",
     "scrapeTimeoutSeconds",
 ];
+
+/// Every key infscale reads: the target's, then the policy's trigger keys.
+pub fn keys() -> impl Iterator<Item = &'static str> {
+    TARGET_KEYS
+        .iter()
+        .copied()
+        .chain(keys::KEYS.iter().filter_map(|k| k.metadata()))
+}
+
+/// The policy the trigger carries: each policy key found under its metadata name, set through
+/// [`Policy::set`] (so with the same bounds as everywhere), then validated. `threshold` is
+/// required; `coldStartSeconds` (bounded as the lookahead) is the lookahead when
+/// `lookaheadSeconds` is not given.
+fn policy_of<'a>(get: &dyn Fn(&str) -> Option<&'a str>) -> Result<Policy, MetadataError> {
+    if get("threshold").is_none() {
+        return Err(bad(
+            "threshold",
+            "required: the per-replica target, as in KEDA's Prometheus scaler",
+        ));
+    }
+    let mut policy = Policy::new(Metric::Queue, 1.0);
+    let mut set = |name: &str, key: &str, value: &str| {
+        policy.set(key, value).map_err(|e| match e {
+            PolicyError::BadValue { expected, .. } => bad(name, format!("{value:?}: {expected}")),
+            other => bad(name, other.to_string()),
+        })
+    };
+    // The cold start first: an explicit lookaheadSeconds then replaces it.
+    if let Some(cold) = get("coldStartSeconds") {
+        set("coldStartSeconds", "lookahead", cold)?;
+    }
+    for key in keys::KEYS {
+        if let Some(name) = key.metadata() {
+            if let Some(value) = get(name) {
+                set(name, key.name, value)?;
+            }
+        }
+    }
+    policy
+        .validate()
+        .map_err(|e| bad("threshold", e.to_string()))?;
+    Ok(policy)
+}
 
 fn dns_name(key: &str, v: &str) -> Result<String, MetadataError> {
     let ok = !v.is_empty()
@@ -166,10 +204,11 @@ impl TargetSpec {
             if IGNORED.contains(&k.as_str()) || k.ends_with("FromEnv") {
                 continue;
             }
-            if !KEYS.contains(&k.as_str()) {
+            if !keys().any(|known| known == k) {
+                let known: Vec<_> = keys().collect();
                 return Err(bad(
                     k,
-                    format!("unknown key; infscale reads {}", KEYS.join(", ")),
+                    format!("unknown key; infscale reads {}", known.join(", ")),
                 ));
             }
             used.insert(k, v.as_str());
@@ -213,47 +252,7 @@ impl TargetSpec {
         if metrics_scheme != "http" && metrics_scheme != "https" {
             return Err(bad("metricsScheme", "expected http or https"));
         }
-        let metric: Metric = get("metric")
-            .unwrap_or("queue")
-            .parse()
-            .map_err(|e: crate::scaling::PolicyError| bad("metric", e.to_string()))?;
-        let threshold = get("threshold").ok_or_else(|| {
-            bad(
-                "threshold",
-                "required: the per-replica target, as in KEDA's Prometheus scaler",
-            )
-        })?;
-        let threshold: f64 = threshold
-            .parse()
-            .ok()
-            .filter(|t: &f64| *t >= THRESHOLD.0 && *t <= THRESHOLD.1)
-            .ok_or_else(|| {
-                bad(
-                    "threshold",
-                    format!(
-                        "{threshold:?} is not a number from {} to {}",
-                        THRESHOLD.0, THRESHOLD.1
-                    ),
-                )
-            })?;
-        let mut policy = Policy::new(metric, threshold);
-        if let Some(v) = get("activationThreshold") {
-            policy.activation = v
-                .parse()
-                .ok()
-                .filter(|a: &f64| a.is_finite() && *a >= 0.0)
-                .ok_or_else(|| bad("activationThreshold", format!("{v:?} is not a number >= 0")))?;
-        }
-        let cold_start = get("coldStartSeconds")
-            .map(|v| seconds("coldStartSeconds", v, 0.0, 3600.0))
-            .transpose()?;
-        policy.lookahead_s = match get("lookaheadSeconds") {
-            Some(v) => seconds("lookaheadSeconds", v, 0.0, 3600.0)?,
-            None => cold_start.unwrap_or(0.0),
-        };
-        if let Some(v) = get("trendSeconds") {
-            policy.trend_window_s = seconds("trendSeconds", v, 1.0, 3600.0)?;
-        }
+        let policy = policy_of(&get)?;
         let scrape_interval = match get("scrapeIntervalSeconds") {
             Some(v) => seconds("scrapeIntervalSeconds", v, 0.1, 300.0)?,
             None => 5.0,
@@ -360,6 +359,19 @@ impl TargetSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_readme_documents_every_key() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("### Trigger metadata").unwrap();
+        let section = &readme[start..start + readme[start..].find("\n## ").unwrap()];
+        for key in keys() {
+            assert!(
+                section.contains(&format!("`{key}`")),
+                "{key} is not in README.md's Trigger metadata table"
+            );
+        }
+    }
 
     fn meta(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

@@ -10,8 +10,10 @@ pub mod decision;
 pub mod demand;
 pub mod hpa;
 pub mod keda;
+pub mod keys;
 pub mod lookahead;
 pub mod policy;
+pub mod scaled_object;
 
 pub use activity::Activity;
 pub use decision::{decide, evaluate, hpa_sync, Decision, Evaluation, HpaSync, ScalerState, Why};

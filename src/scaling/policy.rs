@@ -1,11 +1,13 @@
 //! What to scale on and how: the metric, its per-replica target, bounds, windows and rates.
 //!
-//! A [`Policy`] comes from a string in the seed's syntax extended with keys
-//! (`queue:24,lookahead=90,min=0,cooldown=120,downpods=1`), from `decide`'s flags, or from a
-//! ScaledObject's trigger metadata; all three go through [`Policy::set`], so a key means the same
-//! thing everywhere and is validated once. Errors name the key and the value.
+//! A [`Policy`] comes from a string (`queue:24,lookahead=90,min=0,cooldown=120,downpods=1`:
+//! the metric and its per-replica target, then keys), from the flags of `decide` and `kube`, or
+//! from a ScaledObject; all go through [`Policy::set`], which checks each value against the key
+//! table in [`super::keys`], so a key means the same thing everywhere and is validated once.
+//! Errors name the key and the value.
 
 use super::hpa::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
+use super::keys::{self, Direction, Home, Key, Kind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -24,7 +26,8 @@ pub enum Metric {
     Kv,
     /// CPU as a percentage of the pod's request, averaged over replicas.
     Cpu,
-    /// Seed 002's R_needed: in-flight work over serving occupancy, in replicas.
+    /// The occupancy ratio R_needed: requests in flight over the fraction of replicas serving,
+    /// in replicas.
     Occupancy,
     /// TTFT p95 over the target in seconds, as a utilisation.
     Ttft,
@@ -88,13 +91,13 @@ pub enum PolicyError {
     UnknownMetric(String),
     #[error("policy {0:?} has no target: write it as metric:target, e.g. queue:24")]
     MissingTarget(String),
-    #[error("unknown policy key {0:?}")]
+    #[error("unknown policy key {0:?}; the keys are {names}", names = key_names())]
     UnknownKey(String),
     #[error("{key}={value:?}: {expected}")]
     BadValue {
         key: String,
         value: String,
-        expected: &'static str,
+        expected: String,
     },
     #[error("{0}")]
     Invalid(String),
@@ -128,29 +131,13 @@ pub struct Policy {
     custom_limits: [bool; 2],
 }
 
-/// The keys [`Policy::set`] accepts, for help texts and error messages.
-pub const KEYS: &[&str] = &[
-    "min",
-    "max",
-    "activation",
-    "cooldown",
-    "lookahead",
-    "trend",
-    "tolerance",
-    "uptolerance",
-    "downtolerance",
-    "upwindow",
-    "downwindow",
-    "uppods",
-    "uppercent",
-    "upperiod",
-    "upselect",
-    "downpods",
-    "downpercent",
-    "downperiod",
-    "downselect",
-    "legacy",
-];
+fn key_names() -> String {
+    keys::KEYS
+        .iter()
+        .map(|k| k.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 impl Policy {
     /// A policy with infscale's defaults: min 1, max 10, KEDA's 300 s cooldown, no lookahead (a
@@ -184,15 +171,14 @@ impl Policy {
         let (metric, target) = head
             .split_once(':')
             .ok_or_else(|| PolicyError::MissingTarget(spec.to_owned()))?;
-        let metric: Metric = metric.parse()?;
-        let target = number("target", target)?;
-        let mut policy = Policy::new(metric, target);
+        let mut policy = Policy::new(metric.parse()?, 0.0);
+        policy.set("target", target)?;
         policy.max = max;
         for part in parts.map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').ok_or_else(|| PolicyError::BadValue {
                 key: part.to_owned(),
                 value: String::new(),
-                expected: "expected key=value",
+                expected: "expected key=value".to_owned(),
             })?;
             policy.set(key.trim(), value.trim())?;
         }
@@ -200,10 +186,28 @@ impl Policy {
         Ok(policy)
     }
 
-    /// Sets one key. Scale-up or scale-down policies given by key replace that direction's
-    /// default list, as a user-given `policies` list does in an HPA.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), PolicyError> {
-        match key {
+    /// Sets one key, its value checked against the key's bounds. Scale-up or scale-down
+    /// policies given by key replace that direction's default list, as a user-given `policies`
+    /// list does in an HPA.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), PolicyError> {
+        let key = keys::key(name).ok_or_else(|| PolicyError::UnknownKey(name.to_owned()))?;
+        match key.home {
+            Home::Behavior(direction, field) => {
+                return self.set_behavior(key, direction, field, value)
+            }
+            Home::BehaviorBlock => {
+                if boolean(key, value)? {
+                    self.behavior = None;
+                } else if self.behavior.is_none() {
+                    self.behavior = Some(Behavior::default());
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        match key.name {
+            "metric" => self.metric = value.parse()?,
+            "target" => self.target = number(key, value)?,
             "min" => self.min = whole(key, value)?,
             "max" => self.max = whole(key, value)?,
             "activation" => self.activation = number(key, value)?,
@@ -211,32 +215,19 @@ impl Policy {
             "lookahead" => self.lookahead_s = number(key, value)?,
             "trend" => self.trend_window_s = number(key, value)?,
             "tolerance" => self.controller.tolerance = number(key, value)?,
-            "legacy" => {
-                if boolean(key, value)? {
-                    self.behavior = None;
-                } else if self.behavior.is_none() {
-                    self.behavior = Some(Behavior::default());
-                }
-            }
-            _ => return self.set_behavior(key, value),
+            _ => return Err(PolicyError::UnknownKey(name.to_owned())),
         }
         Ok(())
     }
 
-    fn set_behavior(&mut self, key: &str, value: &str) -> Result<(), PolicyError> {
-        let (up, field) = if let Some(rest) = key.strip_prefix("up") {
-            (true, rest)
-        } else if let Some(rest) = key.strip_prefix("down") {
-            (false, rest)
-        } else {
-            return Err(PolicyError::UnknownKey(key.to_owned()));
-        };
-        if !matches!(
-            field,
-            "tolerance" | "window" | "pods" | "percent" | "period" | "select"
-        ) {
-            return Err(PolicyError::UnknownKey(key.to_owned()));
-        }
+    fn set_behavior(
+        &mut self,
+        key: &Key,
+        direction: Direction,
+        field: &str,
+        value: &str,
+    ) -> Result<(), PolicyError> {
+        let up = direction == Direction::Up;
         let behavior = self.behavior.get_or_insert_with(Behavior::default);
         let rules = if up {
             &mut behavior.scale_up
@@ -245,14 +236,14 @@ impl Policy {
         };
         match field {
             "tolerance" => rules.tolerance = Some(number(key, value)?),
-            "window" => rules.window_s = Some(whole(key, value)?),
-            "select" => rules.select = select(key, value)?,
-            "period" => {
+            "stabilizationWindowSeconds" => rules.window_s = Some(whole(key, value)?),
+            "selectPolicy" => rules.select = select(key, value)?,
+            "periodSeconds" => {
                 let period = whole(key, value)?;
                 rules.policies.iter_mut().for_each(|p| p.period_s = period);
             }
-            _ => {
-                let kind = if field == "pods" {
+            "Pods" | "Percent" => {
+                let kind = if field == "Pods" {
                     RateKind::Pods
                 } else {
                     RateKind::Percent
@@ -265,6 +256,7 @@ impl Policy {
                     whole(key, value)?,
                 );
             }
+            _ => return Err(PolicyError::UnknownKey(key.name.to_owned())),
         }
         Ok(())
     }
@@ -356,52 +348,46 @@ fn set_rate(rules: &mut Rules, first: bool, kind: RateKind, value: u32) {
     });
 }
 
-fn number(key: &str, value: &str) -> Result<f64, PolicyError> {
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| PolicyError::BadValue {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            expected: "expected a number",
-        })
-}
-
-fn whole(key: &str, value: &str) -> Result<u32, PolicyError> {
-    value
-        .trim()
-        .parse::<u32>()
-        .map_err(|_| PolicyError::BadValue {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            expected: "expected a whole number >= 0",
-        })
-}
-
-fn boolean(key: &str, value: &str) -> Result<bool, PolicyError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err(PolicyError::BadValue {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            expected: "expected true or false",
-        }),
+fn bad_value(key: &Key, value: &str) -> PolicyError {
+    PolicyError::BadValue {
+        key: key.name.to_owned(),
+        value: value.to_owned(),
+        expected: key.expected(),
     }
 }
 
-fn select(key: &str, value: &str) -> Result<Select, PolicyError> {
+/// A number within the key's bounds.
+fn number(key: &Key, value: &str) -> Result<f64, PolicyError> {
+    let v: f64 = value.trim().parse().map_err(|_| bad_value(key, value))?;
+    match key.kind {
+        Kind::Number { min, max } if v.is_finite() && v >= min && v <= max => Ok(v),
+        _ => Err(bad_value(key, value)),
+    }
+}
+
+/// A whole number within the key's bounds.
+fn whole(key: &Key, value: &str) -> Result<u32, PolicyError> {
+    let v: u32 = value.trim().parse().map_err(|_| bad_value(key, value))?;
+    match key.kind {
+        Kind::Whole { min, max } if (min..=max).contains(&v) => Ok(v),
+        _ => Err(bad_value(key, value)),
+    }
+}
+
+fn boolean(key: &Key, value: &str) -> Result<bool, PolicyError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(bad_value(key, value)),
+    }
+}
+
+fn select(key: &Key, value: &str) -> Result<Select, PolicyError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "max" => Ok(Select::Max),
         "min" => Ok(Select::Min),
         "disabled" => Ok(Select::Disabled),
-        _ => Err(PolicyError::BadValue {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            expected: "expected Max, Min or Disabled",
-        }),
+        _ => Err(bad_value(key, value)),
     }
 }
 
@@ -410,7 +396,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_the_seed_policies() {
+    fn parses_policy_strings() {
         let p = Policy::parse("queue:24,lookahead=90").unwrap();
         assert_eq!(
             (p.metric, p.target, p.lookahead_s),

@@ -5,10 +5,8 @@ use super::replica::Hardware;
 use super::report::{self, Summary};
 use super::run::{self, Settings};
 use super::trace::Trace;
-use crate::scaling::hpa::{RateKind, Select};
 use crate::scaling::Policy;
 use rayon::prelude::*;
-use serde::Serialize;
 use std::fmt::Write;
 
 /// The values searched on each axis.
@@ -23,6 +21,8 @@ pub struct Grid {
     /// `None` keeps one replica (min 1); `Some(s)` allows zero with that cooldown.
     pub cooldowns: Vec<Option<f64>>,
     pub max: u32,
+    /// Keys added to every point, e.g. "trend=60,upwindow=30" ("" for none).
+    pub with: String,
 }
 
 impl Default for Grid {
@@ -39,6 +39,7 @@ impl Default for Grid {
             ],
             cooldowns: vec![None, Some(60.0), Some(120.0), Some(300.0)],
             max: 8,
+            with: String::new(),
         }
     }
 }
@@ -64,6 +65,9 @@ impl Grid {
                                 let _ = write!(spec, ",min=0,cooldown={c}");
                             }
                             let _ = write!(spec, ",max={}", self.max);
+                            if !self.with.is_empty() {
+                                let _ = write!(spec, ",{}", self.with);
+                            }
                             out.push(spec);
                         }
                     }
@@ -137,108 +141,6 @@ pub fn cheapest_under(summaries: &[Summary], max_miss_pct: f64) -> Option<&Summa
 }
 
 /// Where the ScaledObject points.
-#[derive(Debug, Clone, Serialize)]
-pub struct Target {
-    pub name: String,
-    pub namespace: String,
-    pub scaler_address: String,
-    pub activator_url: Option<String>,
-    pub polling_interval_s: f64,
-    pub cold_start_s: f64,
-}
-
-fn rules_yaml(
-    out: &mut String,
-    name: &str,
-    rules: &crate::scaling::hpa::Rules,
-    default_window: u32,
-) {
-    let _ = writeln!(out, "        {name}:");
-    let _ = writeln!(
-        out,
-        "          stabilizationWindowSeconds: {}",
-        rules.window_s.unwrap_or(default_window)
-    );
-    let select = match rules.select {
-        Select::Max => "Max",
-        Select::Min => "Min",
-        Select::Disabled => "Disabled",
-    };
-    let _ = writeln!(out, "          selectPolicy: {select}");
-    let _ = writeln!(out, "          policies:");
-    for p in &rules.policies {
-        let kind = match p.kind {
-            RateKind::Pods => "Pods",
-            RateKind::Percent => "Percent",
-        };
-        let _ = writeln!(
-            out,
-            "            - type: {kind}\n              value: {}\n              periodSeconds: {}",
-            p.value, p.period_s
-        );
-    }
-}
-
-/// A KEDA ScaledObject that deploys `policy` with infscale as an `external-push` trigger, the
-/// HPA behavior block spelled out.
-pub fn scaled_object(policy: &Policy, target: &Target) -> String {
-    let num = crate::scaling::demand::fmt;
-    let mut out = String::new();
-    let _ = writeln!(out, "apiVersion: keda.sh/v1alpha1");
-    let _ = writeln!(out, "kind: ScaledObject");
-    let _ = writeln!(out, "metadata:");
-    let _ = writeln!(out, "  name: {}", target.name);
-    let _ = writeln!(out, "  namespace: {}", target.namespace);
-    let _ = writeln!(out, "spec:");
-    let _ = writeln!(out, "  scaleTargetRef:");
-    let _ = writeln!(out, "    name: {}", target.name);
-    let _ = writeln!(out, "  pollingInterval: {}", num(target.polling_interval_s));
-    let _ = writeln!(out, "  cooldownPeriod: {}", num(policy.cooldown_s));
-    let _ = writeln!(out, "  minReplicaCount: {}", policy.min);
-    let _ = writeln!(out, "  maxReplicaCount: {}", policy.max);
-    if let Some(b) = &policy.behavior {
-        let _ = writeln!(out, "  advanced:");
-        let _ = writeln!(out, "    horizontalPodAutoscalerConfig:");
-        let _ = writeln!(out, "      behavior:");
-        rules_yaml(&mut out, "scaleUp", &b.scale_up, 0);
-        rules_yaml(
-            &mut out,
-            "scaleDown",
-            &b.scale_down,
-            policy.controller.downscale_window_s,
-        );
-    }
-    let _ = writeln!(out, "  triggers:");
-    let _ = writeln!(out, "    - type: external-push");
-    let _ = writeln!(out, "      metadata:");
-    let _ = writeln!(out, "        scalerAddress: {}", target.scaler_address);
-    let _ = writeln!(out, "        deployment: {}", target.name);
-    let _ = writeln!(out, "        metric: {}", policy.metric);
-    let _ = writeln!(out, "        threshold: \"{}\"", num(policy.target));
-    let _ = writeln!(
-        out,
-        "        activationThreshold: \"{}\"",
-        num(policy.activation)
-    );
-    if policy.lookahead_s > 0.0 {
-        let _ = writeln!(
-            out,
-            "        lookaheadSeconds: \"{}\"",
-            num(policy.lookahead_s)
-        );
-        let _ = writeln!(
-            out,
-            "        coldStartSeconds: \"{}\"",
-            num(target.cold_start_s)
-        );
-    }
-    if let Some(url) = &target.activator_url {
-        let _ = writeln!(out, "        activatorUrl: {url}");
-        let _ = writeln!(out, "        activatorHost: {}", target.name);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,35 +183,5 @@ mod tests {
         for spec in sample(all, 50) {
             Policy::parse(&spec).unwrap();
         }
-    }
-
-    #[test]
-    fn the_scaled_object_carries_the_behavior_block() {
-        let p = Policy::parse(
-            "queue:48,lookahead=90,downwindow=120,downpods=1,min=0,cooldown=60,max=8",
-        )
-        .unwrap();
-        let t = Target {
-            name: "chat".into(),
-            namespace: "llm".into(),
-            scaler_address: "infscale.infscale.svc:9090".into(),
-            activator_url: Some("http://infscale-activator.infscale.svc:9091".into()),
-            polling_interval_s: 30.0,
-            cold_start_s: 91.0,
-        };
-        let yaml = scaled_object(&p, &t);
-        for needle in [
-            "cooldownPeriod: 60",
-            "minReplicaCount: 0",
-            "stabilizationWindowSeconds: 120",
-            "- type: Pods\n              value: 1\n              periodSeconds: 15",
-            "threshold: \"48\"",
-            "lookaheadSeconds: \"90\"",
-            "type: external-push",
-        ] {
-            assert!(yaml.contains(needle), "{needle} in\n{yaml}");
-        }
-        let parsed: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
-        assert_eq!(parsed["spec"]["maxReplicaCount"], 8);
     }
 }

@@ -1,0 +1,416 @@
+//! A policy as a KEDA ScaledObject, both ways: [`render`] writes the YAML `tune` prints, and
+//! [`read`] takes a ScaledObject back to the policy it deploys. Each key goes where the key
+//! table ([`super::keys`]) says KEDA, its HPA or `infscale serve` reads it, so what `tune`
+//! recommends is what runs. Pure: text in, text out.
+
+use super::hpa::{Behavior, RateKind, RatePolicy, Rules, Select};
+use super::keys::{self, Home};
+use super::{Metric, Policy, PolicyError};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Where and how a policy is deployed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Target {
+    /// The Deployment, and the ScaledObject's name.
+    pub name: String,
+    pub namespace: String,
+    /// Where KEDA reaches `infscale serve`.
+    pub scaler_address: String,
+    /// The activator's admin URL, written when the policy scales to zero.
+    pub activator_url: Option<String>,
+    pub polling_interval_s: f64,
+    /// The replicas' cold start, written as `coldStartSeconds` beside a lookahead.
+    pub cold_start_s: f64,
+}
+
+/// The activator's admin URL as the shipped manifests run it: the `infscale-activator` Service
+/// in the model's own namespace (the only namespace `serve` accepts it from), admin port 9092.
+pub fn activator_url(service: &str, namespace: &str, port: u16) -> String {
+    format!("http://{service}.{namespace}.svc:{port}")
+}
+
+/// A number as YAML and the policy parser read it back exactly (the shortest exact form).
+fn num(v: f64) -> String {
+    format!("{v}")
+}
+
+fn select_name(select: Select) -> &'static str {
+    match select {
+        Select::Max => "Max",
+        Select::Min => "Min",
+        Select::Disabled => "Disabled",
+    }
+}
+
+fn rules_yaml(
+    out: &mut String,
+    name: &str,
+    rules: &Rules,
+    default_window: u32,
+    tolerance: Option<f64>,
+) {
+    let _ = writeln!(out, "        {name}:");
+    let window = rules.window_s.unwrap_or(default_window);
+    let _ = writeln!(out, "          stabilizationWindowSeconds: {window}");
+    let _ = writeln!(out, "          selectPolicy: {}", select_name(rules.select));
+    if let Some(t) = rules.tolerance.or(tolerance) {
+        let _ = writeln!(out, "          tolerance: \"{}\"", num(t));
+    }
+    let _ = writeln!(out, "          policies:");
+    for p in &rules.policies {
+        let kind = match p.kind {
+            RateKind::Pods => "Pods",
+            RateKind::Percent => "Percent",
+        };
+        let _ = writeln!(
+            out,
+            "            - type: {kind}\n              value: {}\n              periodSeconds: {}",
+            p.value, p.period_s
+        );
+    }
+}
+
+/// The trigger metadata a policy puts in the ScaledObject, by metadata name.
+fn trigger_metadata(policy: &Policy, target: &Target) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for key in keys::KEYS {
+        let Some(name) = key.metadata() else { continue };
+        let value = match key.name {
+            "metric" => policy.metric.name().to_owned(),
+            "target" => num(policy.target),
+            "activation" => num(policy.activation),
+            "lookahead" if policy.lookahead_s > 0.0 => num(policy.lookahead_s),
+            "trend" if policy.lookahead_s > 0.0 || policy.trend_window_s != 30.0 => {
+                num(policy.trend_window_s)
+            }
+            _ => continue,
+        };
+        out.push((name, value));
+    }
+    if policy.lookahead_s > 0.0 {
+        out.push(("coldStartSeconds", num(target.cold_start_s)));
+    }
+    out
+}
+
+/// A KEDA ScaledObject that deploys `policy` with infscale as an `external-push` trigger: min,
+/// max and cooldown in the spec, the HPA behavior block spelled out (a tolerance other than the
+/// controller's default as both directions' `tolerance`, which needs Kubernetes 1.33 or later),
+/// the metric, threshold, activation, lookahead and trend in the trigger's metadata.
+pub fn render(policy: &Policy, target: &Target) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "apiVersion: keda.sh/v1alpha1");
+    let _ = writeln!(out, "kind: ScaledObject");
+    let _ = writeln!(out, "metadata:");
+    let _ = writeln!(out, "  name: {}", target.name);
+    let _ = writeln!(out, "  namespace: {}", target.namespace);
+    let _ = writeln!(out, "spec:");
+    let _ = writeln!(out, "  scaleTargetRef:");
+    let _ = writeln!(out, "    name: {}", target.name);
+    let _ = writeln!(out, "  pollingInterval: {}", num(target.polling_interval_s));
+    let _ = writeln!(out, "  cooldownPeriod: {}", num(policy.cooldown_s));
+    let _ = writeln!(out, "  minReplicaCount: {}", policy.min);
+    let _ = writeln!(out, "  maxReplicaCount: {}", policy.max);
+    if let Some(b) = &policy.behavior {
+        let tolerance = (policy.controller.tolerance != keys_default_tolerance())
+            .then_some(policy.controller.tolerance);
+        let _ = writeln!(out, "  advanced:");
+        let _ = writeln!(out, "    horizontalPodAutoscalerConfig:");
+        let _ = writeln!(out, "      behavior:");
+        rules_yaml(&mut out, "scaleUp", &b.scale_up, 0, tolerance);
+        let down_window = policy.controller.downscale_window_s;
+        rules_yaml(&mut out, "scaleDown", &b.scale_down, down_window, tolerance);
+    }
+    let _ = writeln!(out, "  triggers:");
+    let _ = writeln!(out, "    - type: external-push");
+    let _ = writeln!(out, "      metadata:");
+    let _ = writeln!(out, "        scalerAddress: {}", target.scaler_address);
+    let _ = writeln!(out, "        deployment: {}", target.name);
+    for (name, value) in trigger_metadata(policy, target) {
+        let _ = writeln!(out, "        {name}: \"{value}\"");
+    }
+    if let Some(url) = &target.activator_url {
+        let _ = writeln!(out, "        activatorUrl: {url}");
+        let _ = writeln!(out, "        activatorHost: {}", target.name);
+    }
+    out
+}
+
+/// The controller's default tolerance, from the key table.
+fn keys_default_tolerance() -> f64 {
+    keys::key("tolerance")
+        .and_then(|k| k.default.parse().ok())
+        .unwrap_or(0.1)
+}
+
+/// A ScaledObject that cannot be read as a policy, naming the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("ScaledObject {field}: {message}")]
+pub struct ScaledObjectError {
+    pub field: String,
+    pub message: String,
+}
+
+fn bad(field: &str, message: impl std::fmt::Display) -> ScaledObjectError {
+    ScaledObjectError {
+        field: field.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+/// A deployed ScaledObject, read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deployed {
+    pub name: String,
+    pub namespace: String,
+    pub policy: Policy,
+    /// The infscale trigger's metadata, every value as a string (as KEDA forwards it).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A YAML scalar as the string KEDA would forward.
+fn scalar(v: &serde_yaml::Value) -> Option<String> {
+    match v {
+        serde_yaml::Value::String(s) => Some(s.clone()),
+        serde_yaml::Value::Number(n) => Some(n.to_string()),
+        serde_yaml::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads a ScaledObject (YAML) back to the policy it deploys: KEDA's defaults where a field is
+/// absent (minReplicaCount 0, maxReplicaCount 100, cooldownPeriod 300), the HPA's where
+/// `behavior` leaves a field out, an HPA without `behavior` as `legacy`. The first `external`
+/// or `external-push` trigger is infscale's.
+pub fn read(yaml: &str) -> Result<Deployed, ScaledObjectError> {
+    let doc: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|e| bad("(document)", e))?;
+    let text = |v: &serde_yaml::Value, field: &str| {
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| bad(field, "missing"))
+    };
+    let name = text(&doc["metadata"]["name"], "metadata.name")?;
+    let namespace = doc["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_owned();
+    let spec = &doc["spec"];
+    let trigger = spec["triggers"]
+        .as_sequence()
+        .and_then(|ts| {
+            ts.iter()
+                .find(|t| matches!(t["type"].as_str(), Some("external" | "external-push")))
+        })
+        .ok_or_else(|| bad("spec.triggers", "no external or external-push trigger"))?;
+    let mut metadata = BTreeMap::new();
+    if let Some(map) = trigger["metadata"].as_mapping() {
+        for (k, v) in map {
+            if let (Some(k), Some(v)) = (k.as_str(), scalar(v)) {
+                metadata.insert(k.to_owned(), v);
+            }
+        }
+    }
+    let mut policy = Policy::new(Metric::Queue, 1.0);
+    policy.min = 0;
+    policy.max = 100;
+    let set = |policy: &mut Policy, field: &str, key: &str, value: &str| {
+        policy.set(key, value).map_err(|e| bad(field, e))
+    };
+    if let Some(cold) = metadata.get("coldStartSeconds") {
+        set(&mut policy, "metadata.coldStartSeconds", "lookahead", cold)?;
+    }
+    for key in keys::KEYS {
+        match key.home {
+            Home::Trigger(field) => {
+                if let Some(v) = metadata.get(field) {
+                    set(&mut policy, &format!("metadata.{field}"), key.name, v)?;
+                }
+            }
+            Home::Spec(field) => {
+                if let Some(v) = scalar(&spec[field]) {
+                    set(&mut policy, &format!("spec.{field}"), key.name, &v)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    let behavior = &spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"];
+    policy.behavior = if behavior.is_mapping() {
+        Some(Behavior {
+            scale_up: rules(&behavior["scaleUp"], Rules::default_up(), "scaleUp")?,
+            scale_down: rules(&behavior["scaleDown"], Rules::default_down(), "scaleDown")?,
+        })
+    } else {
+        None
+    };
+    policy.validate().map_err(|e: PolicyError| bad("spec", e))?;
+    Ok(Deployed {
+        name,
+        namespace,
+        policy,
+        metadata,
+    })
+}
+
+/// One direction of `behavior`: the API's defaults for what is left out.
+fn rules(v: &serde_yaml::Value, mut rules: Rules, dir: &str) -> Result<Rules, ScaledObjectError> {
+    if !v.is_mapping() {
+        return Ok(rules);
+    }
+    let field = |name: &str| format!("behavior.{dir}.{name}");
+    let whole = |name: &str, min: u32, max: u32| -> Result<Option<u32>, ScaledObjectError> {
+        match &v[name] {
+            serde_yaml::Value::Null => Ok(None),
+            x => x
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| (min..=max).contains(n))
+                .map(Some)
+                .ok_or_else(|| {
+                    bad(
+                        &field(name),
+                        format!("expected a whole number from {min} to {max}"),
+                    )
+                }),
+        }
+    };
+    if let Some(w) = whole("stabilizationWindowSeconds", 0, 3600)? {
+        rules.window_s = Some(w);
+    }
+    if let Some(s) = v["selectPolicy"].as_str() {
+        rules.select = match s {
+            "Max" => Select::Max,
+            "Min" => Select::Min,
+            "Disabled" => Select::Disabled,
+            _ => return Err(bad(&field("selectPolicy"), "expected Max, Min or Disabled")),
+        };
+    }
+    if let Some(t) = scalar(&v["tolerance"]) {
+        let t: f64 = t
+            .parse()
+            .ok()
+            .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| bad(&field("tolerance"), "expected a number >= 0"))?;
+        rules.tolerance = Some(t);
+    }
+    if let Some(list) = v["policies"].as_sequence() {
+        rules.policies = list
+            .iter()
+            .map(|p| {
+                let kind = match p["type"].as_str() {
+                    Some("Pods") => RateKind::Pods,
+                    Some("Percent") => RateKind::Percent,
+                    _ => return Err(bad(&field("policies.type"), "expected Pods or Percent")),
+                };
+                let int = |name: &str| {
+                    p[name]
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            bad(
+                                &field(&format!("policies.{name}")),
+                                "expected a whole number above 0",
+                            )
+                        })
+                };
+                Ok(RatePolicy {
+                    kind,
+                    value: int("value")?,
+                    period_s: int("periodSeconds")?,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(activator: bool) -> Target {
+        Target {
+            name: "chat".into(),
+            namespace: "llm".into(),
+            scaler_address: "infscale.infscale.svc:9090".into(),
+            activator_url: activator.then(|| activator_url("infscale-activator", "llm", 9092)),
+            polling_interval_s: 30.0,
+            cold_start_s: 91.0,
+        }
+    }
+
+    #[test]
+    fn the_scaled_object_carries_the_behavior_block() {
+        let p = Policy::parse(
+            "queue:48,lookahead=90,downwindow=120,downpods=1,min=0,cooldown=60,max=8",
+        )
+        .unwrap();
+        let yaml = render(&p, &target(true));
+        for needle in [
+            "cooldownPeriod: 60",
+            "minReplicaCount: 0",
+            "stabilizationWindowSeconds: 120",
+            "- type: Pods\n              value: 1\n              periodSeconds: 15",
+            "threshold: \"48\"",
+            "lookaheadSeconds: \"90\"",
+            "trendSeconds: \"30\"",
+            "type: external-push",
+            "activatorUrl: http://infscale-activator.llm.svc:9092",
+        ] {
+            assert!(yaml.contains(needle), "{needle} in\n{yaml}");
+        }
+        let parsed: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(parsed["spec"]["maxReplicaCount"], 8);
+    }
+
+    #[test]
+    fn what_is_rendered_reads_back() {
+        for spec in [
+            "queue:48,lookahead=90,trend=45,downwindow=120,downpods=1,min=0,cooldown=60,max=8",
+            "waiting:3.5,activation=2,tolerance=0.05,upwindow=30,uppercent=50,upperiod=30",
+            "occupancy:2,downpercent=10,downperiod=60,downselect=Min,uptolerance=0.2",
+            "queue:24,legacy=true,max=20",
+        ] {
+            let p = Policy::parse(spec).unwrap();
+            let back = read(&render(&p, &target(p.min == 0))).unwrap();
+            let q = &back.policy;
+            assert_eq!(
+                (q.metric, q.target, q.min, q.max, q.activation, q.cooldown_s),
+                (p.metric, p.target, p.min, p.max, p.activation, p.cooldown_s),
+                "{spec}"
+            );
+            assert_eq!(
+                (q.lookahead_s, q.trend_window_s),
+                (p.lookahead_s, p.trend_window_s),
+                "{spec}"
+            );
+            let tolerances = |p: &Policy| p.controller.tolerances(p.behavior.as_ref());
+            assert_eq!(tolerances(q), tolerances(&p), "{spec}");
+            let without_tolerance = |p: &Policy| {
+                p.behavior.clone().map(|mut b| {
+                    b.scale_up.tolerance = None;
+                    b.scale_down.tolerance = None;
+                    b.scale_down.window_s = b.scale_down.window_s.or(Some(300));
+                    b
+                })
+            };
+            assert_eq!(without_tolerance(q), without_tolerance(&p), "{spec}");
+            assert_eq!(
+                (back.name.as_str(), back.namespace.as_str()),
+                ("chat", "llm")
+            );
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = read("metadata: {name: a}\nspec: {triggers: [{type: cpu}]}").unwrap_err();
+        assert_eq!(e.field, "spec.triggers");
+        let yaml = "metadata: {name: a}\nspec:\n  minReplicaCount: lots\n  triggers:\n    - type: external\n      metadata: {threshold: \"4\"}\n";
+        assert_eq!(read(yaml).unwrap_err().field, "spec.minReplicaCount");
+        let yaml = "metadata: {name: a}\nspec:\n  triggers:\n    - type: external\n      metadata: {threshold: \"0\"}\n";
+        assert_eq!(read(yaml).unwrap_err().field, "metadata.threshold");
+    }
+}

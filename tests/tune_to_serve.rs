@@ -1,0 +1,188 @@
+//! What `tune` recommends is what runs: the `infscale` binary tunes single-point grids covering
+//! lookahead, trend, tolerance, windows, rate policies and scale to zero; each printed
+//! ScaledObject is read back into the policy it deploys, and its trigger metadata goes through
+//! `serve`'s own parser with the default flags (no `--allow-activator`) in the namespace layout
+//! of the shipped manifests (the activator's Service beside the model). Both must give back the
+//! policy `tune` chose.
+
+use infscale::scaler::metadata::{AllowedActivators, TargetSpec};
+use infscale::scaling::scaled_object;
+use infscale::scaling::Policy;
+use std::collections::HashMap;
+use std::process::Command;
+
+/// Runs `tune` on one point and returns (the chosen policy string, the printed YAML).
+fn tune(
+    target: &str,
+    lookahead: &str,
+    window: &str,
+    down: &str,
+    cooldown: &str,
+    with: &str,
+) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args([
+            "tune",
+            "--targets",
+            target,
+            "--lookaheads",
+            lookahead,
+            "--down-windows",
+            window,
+            "--down-policies",
+            down,
+            "--cooldowns",
+            cooldown,
+            "--with",
+            with,
+            "--max-miss",
+            "100",
+            "--name",
+            "chat",
+            "--namespace",
+            "llm",
+        ])
+        .output()
+        .expect("run infscale tune");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# cheapest with at most"))
+        .unwrap_or_else(|| panic!("no choice in\n{text}"));
+    let spec = line
+        .split(": ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (").next())
+        .unwrap_or_else(|| panic!("no policy in {line}"))
+        .to_owned();
+    let yaml = text[text.find("apiVersion").expect("a ScaledObject")..].to_owned();
+    (spec, yaml)
+}
+
+/// The activator Service's name and admin port in manifests/activator.
+fn shipped_activator() -> (String, u16) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/activator/service.yaml"
+    );
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+    let port = doc["spec"]["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "admin")
+        .and_then(|p| p["port"].as_u64())
+        .unwrap();
+    (name, port as u16)
+}
+
+#[test]
+fn every_tuned_key_reaches_serve_and_the_hpa() {
+    let (service, port) = shipped_activator();
+    let cases = [
+        ("48", "120", "60", "default", "60", "trend=45"),
+        (
+            "24",
+            "90",
+            "300",
+            "downpods=1",
+            "none",
+            "tolerance=0.05,upwindow=30",
+        ),
+        (
+            "32",
+            "0",
+            "120",
+            "downpercent=50",
+            "120",
+            "uppercent=50,upperiod=30,downselect=Min",
+        ),
+        (
+            "40",
+            "60",
+            "180",
+            "downpods=2",
+            "300",
+            "uptolerance=0.2,downtolerance=0.05,activation=1",
+        ),
+        ("16", "0", "60", "default", "none", "legacy=true"),
+    ];
+    for (target, lookahead, window, down, cooldown, with) in cases {
+        let (spec, yaml) = tune(target, lookahead, window, down, cooldown, with);
+        let chosen = Policy::parse(&spec).unwrap();
+        // The whole policy, as KEDA and its HPA would deploy it.
+        let deployed = scaled_object::read(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        let p = &deployed.policy;
+        assert_eq!(
+            (p.metric, p.target, p.min, p.max, p.activation, p.cooldown_s),
+            (
+                chosen.metric,
+                chosen.target,
+                chosen.min,
+                chosen.max,
+                chosen.activation,
+                chosen.cooldown_s
+            ),
+            "{spec}\n{yaml}"
+        );
+        assert_eq!(
+            (p.lookahead_s, p.trend_window_s),
+            (chosen.lookahead_s, chosen.trend_window_s),
+            "{spec}\n{yaml}"
+        );
+        let tolerances = |p: &Policy| p.controller.tolerances(p.behavior.as_ref());
+        assert_eq!(tolerances(p), tolerances(&chosen), "{spec}\n{yaml}");
+        let rules = |p: &Policy| {
+            p.behavior.clone().map(|mut b| {
+                b.scale_up.tolerance = None;
+                b.scale_down.tolerance = None;
+                b.scale_down.window_s = b.scale_down.window_s.or(Some(300));
+                b
+            })
+        };
+        assert_eq!(rules(p), rules(&chosen), "{spec}\n{yaml}");
+        // The trigger, as `serve` reads it.
+        let metadata: HashMap<String, String> = deployed.metadata.into_iter().collect();
+        let read = TargetSpec::from_metadata(
+            &deployed.name,
+            &deployed.namespace,
+            &metadata,
+            &AllowedActivators::default(),
+        )
+        .unwrap_or_else(|e| panic!("serve refused {spec}: {e}\n{yaml}"));
+        let q = &read.policy;
+        assert_eq!(
+            (
+                q.metric,
+                q.target,
+                q.activation,
+                q.lookahead_s,
+                q.trend_window_s
+            ),
+            (
+                chosen.metric,
+                chosen.target,
+                chosen.activation,
+                chosen.lookahead_s,
+                chosen.trend_window_s
+            ),
+            "{spec}\n{yaml}"
+        );
+        if chosen.min == 0 {
+            let url = metadata
+                .get("activatorUrl")
+                .expect("scale to zero names the activator");
+            assert_eq!(url, &format!("http://{service}.llm.svc:{port}"));
+            assert!(read.activator.is_some());
+        } else {
+            assert!(!metadata.contains_key("activatorUrl"));
+        }
+    }
+}
