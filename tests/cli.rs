@@ -1,4 +1,4 @@
-//! The `infscale` binary end to end: the README's and the seed's commands, exit statuses, the
+//! The `infscale` binary end to end: the README's commands, exit statuses, the
 //! state file across runs, and URL sources served on loopback.
 
 mod common;

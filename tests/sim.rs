@@ -1,4 +1,4 @@
-//! The simulator end to end on the default trace: the seed's comparison, the recommendation,
+//! The simulator end to end on the default trace: the reference comparison, the recommendation,
 //! the Easy exercise, determinism, and the CSV round trip through the binaries.
 
 use infscale::scaling::Policy;

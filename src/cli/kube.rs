@@ -1,4 +1,4 @@
-//! `infscale kube`: the seed's standalone mode. Reads a Deployment, scrapes its Ready pods
+//! `infscale kube`: the standalone mode, without KEDA. Reads a Deployment, scrapes its Ready pods
 //! (through the API server's pod proxy from a laptop, or directly in a cluster), prints the
 //! decision as `decide` does, and with `--apply` writes the Deployment's scale subresource: for
 //! clusters without KEDA, or to compare with it.

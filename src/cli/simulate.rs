@@ -16,7 +16,8 @@ use std::process::ExitCode;
 /// The most replicas the clairvoyant bound may plan.
 pub const BOUND_CAP: u32 = 64;
 
-/// The seed's five policies, then the ones this project recommends.
+/// Five reference policies (CPU at two targets, queue, queue with a lookahead, queue with scale
+/// to zero), then the ones this project recommends.
 pub const DEFAULT_POLICIES: &[&str] = &[
     "cpu:60",
     "cpu:25",
@@ -38,7 +39,7 @@ pub const RECOMMENDED_TO_ZERO: &str = "queue:48,lookahead=120,downwindow=60,min=
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimArgs {
     /// A YAML scenario (rates over time, length distributions, seed) or a CSV of arrivals
-    /// (time_s,prompt_tokens,output_tokens) [default: the seed's 25-minute day].
+    /// (time_s,prompt_tokens,output_tokens) [default: the built-in 25-minute day].
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Random seed for a generated trace [default: the scenario's].
@@ -47,7 +48,7 @@ pub struct SimArgs {
     /// Seconds to run a CSV trace [default: two minutes past its last arrival].
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// The control loop: keda (KEDA's poll and its HPA) or hpa (the seed's decide every 15 s).
+    /// The control loop: keda (KEDA's poll and its HPA) or hpa (the standalone loop: the whole decision every 15 s).
     #[arg(long, default_value = "keda", value_parser = ["keda", "hpa"])]
     pub mode: String,
     /// KEDA trigger type: external-push activates on a held request at once.
@@ -180,7 +181,7 @@ impl SimArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Policies, e.g. queue:24 or queue:24,lookahead=90,min=0 [default: the seed's five and
+    /// Policies, e.g. queue:24 or queue:24,lookahead=90,min=0 [default: the five reference policies and
     /// this project's recommendations].
     #[arg(value_name = "POLICY")]
     pub policies: Vec<String>,

@@ -3,7 +3,7 @@
 //! Counters only mean something as change over time. Given the [`Counters`] of an earlier scrape
 //! and the interval between the two, [`Rates::between`] yields output tokens per second, CPU
 //! cores in use, Triton's occupancies (Little's law: the rate of a cumulative duration counter is
-//! the mean number of requests inside that stage, seed 002) and the TTFT observations of the
+//! the mean number of requests inside that stage, the occupancy ratio) and the TTFT observations of the
 //! interval. A counter that went down means the server restarted: the new value is all that
 //! happened since, never a negative rate.
 

@@ -4,7 +4,7 @@
 //! the model. Decode is bound by memory bandwidth: each step reads every weight once plus the KV
 //! cache of every running sequence, so its time is bytes over bandwidth. Prefill is bound by
 //! compute, about 2 FLOPs per parameter per token. KV capacity is what memory is left after the
-//! weights. The defaults are an 8B model in FP16 on one 80 GB H100-class card (seed 000, Step 6).
+//! weights. The defaults are an 8B model in FP16 on one 80 GB H100-class card.
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;

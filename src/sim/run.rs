@@ -1,6 +1,6 @@
 //! One policy over one trace: the time-stepped engine under a control loop.
 //!
-//! Two loops. `hpa` is the seed's: every 15 s the whole decision (`scaling::decide`) runs on a
+//! Two loops. `hpa` is the standalone loop: every 15 s the whole decision (`scaling::decide`) runs on a
 //! scrape of the ready replicas. `keda` is how infscale is deployed: `serve`'s collector scrapes
 //! every `scrape_interval` and evaluates (`scaling::evaluate`: the value for `GetMetrics` and the
 //! answer to `IsActive`); KEDA's operator polls every `pollingInterval` and owns 0 <-> 1 and the

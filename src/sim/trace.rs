@@ -1,4 +1,4 @@
-//! Traffic to replay: the seed's default day in 25 minutes, YAML scenarios, and CSV logs.
+//! Traffic to replay: the default day in 25 minutes, YAML scenarios, and CSV logs.
 //!
 //! A trace is a list of request arrivals with prompt and output lengths. Generated traces are
 //! deterministic for a given seed: arrivals are a non-homogeneous Poisson process over a
@@ -53,7 +53,7 @@ fn default_name() -> String {
 pub struct TraceError(pub String);
 
 impl Scenario {
-    /// The seed's default: 3 req/s, a ramp to 30 between 180 s and 360 s, a hold to 720 s, a fall
+    /// The default day: 3 req/s, a ramp to 30 between 180 s and 360 s, a hold to 720 s, a fall
     /// back to 3 by 840 s, silence from 960 s, and a trickle from 1320 s to the end at 1500 s.
     /// Chat-shaped lengths: prompts log-normal with mean 350 tokens (sigma 0.8, 16..8192), outputs
     /// mean 220 (sigma 0.6, 8..4096); see the README for how they were calibrated.
