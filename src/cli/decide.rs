@@ -5,8 +5,7 @@ use super::policy_args::PolicyArgs;
 use super::read::{read_all, SourceArgs};
 use super::state_file::{load_state, save_state, unix_now};
 use super::table;
-use crate::metrics::Replica;
-use crate::scaling::{decide, Decision, Observation, Policy};
+use crate::scaling::{decide, Decision, Policy};
 use anyhow::bail;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,31 +48,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut state = load_state(args.state.as_deref())?;
     let counters = args.state.as_ref().map(|_| &mut state.counters);
-    let reads = read_all(&args.sources, &args.read, counters, now).await?;
-    let mut replicas: Vec<Replica> = Vec::new();
-    let mut missing = 0;
-    for read in &reads {
-        match &read.replica {
-            Ok(replica) => replicas.push(replica.clone()),
-            Err(e) if crate::source::Reader::is_url(&read.source) => {
-                eprintln!("{}: {e}: this replica does not vote", read.source);
-                missing += 1;
+    let fleet = read_all(&args.sources, &args.read, counters, now).await?;
+    for read in &fleet.outcomes {
+        if let Some(Err(e)) = &read.vote {
+            // A URL that gave no page does not vote; a file that gave no replica is an error.
+            if !crate::source::Reader::is_url(&read.name) {
+                bail!("{}: {e}", read.name);
             }
-            Err(e) => bail!("{}: {e}", read.source),
+            eprintln!("{}: {e}: this replica does not vote", read.name);
         }
         for error in read.scan.iter().flat_map(|s| &s.errors) {
-            eprintln!("{} (line skipped)", error.at(&read.source));
+            eprintln!("{} (line skipped)", error.at(&read.name));
         }
     }
-    let observation = Observation {
-        now,
-        current: args.current.unwrap_or(reads.len() as u32),
-        status: args.status,
-        replicas: &replicas,
-        missing,
-        held: Some(held),
-        scraped_at: Some(now),
-    };
+    let current = args.current.unwrap_or(fleet.outcomes.len() as u32);
+    let observation = fleet.observation(now, current, args.status, Some(held), Some(now));
     let decision = decide(&policy, &observation, &mut state);
     save_state(args.state.as_deref(), &state)?;
     if args.json {
@@ -91,8 +80,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(ExitCode::SUCCESS);
     }
-    if !reads.is_empty() {
-        print!("{}", table::render(&reads));
+    if !fleet.outcomes.is_empty() {
+        print!("{}", table::render(&fleet.outcomes));
     }
     print(&decision, &policy);
     Ok(ExitCode::SUCCESS)

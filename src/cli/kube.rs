@@ -1,25 +1,18 @@
 //! `infscale kube`: the standalone mode, without KEDA. Reads a Deployment, scrapes its Ready pods
 //! (through the API server's pod proxy from a laptop, or directly in a cluster), prints the
 //! decision as `decide` does, and with `--apply` writes the Deployment's scale subresource: for
-//! clusters without KEDA, or to compare with it.
+//! clusters without KEDA, or to compare with it. The work is `scaler::standalone`'s; this file
+//! is its flags and its printing.
 
 use super::checks::{held_flag, positive_seconds};
 use super::policy_args::PolicyArgs;
-use super::read::Read;
 use super::state_file::{load_state, save_state, unix_now};
 use super::table;
-use crate::metrics::{read_page, Replica, ServerChoice};
-use crate::scaler::discovery::{label_selector, EndpointShape, ScrapeVia};
-use crate::scaler::scrape::Scraper;
-use crate::scaling::{decide, Observation};
-use anyhow::Context;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, Patch, PatchParams};
-use kube::Api;
+use crate::metrics::ServerChoice;
+use crate::scaler::discovery::ScrapeVia;
+use crate::scaler::standalone::{self, Target};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -68,119 +61,42 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
     let held = held_flag(args.held)?;
-    let timeout = positive_seconds("--timeout", args.timeout)?;
     let now = args.now.unwrap_or_else(unix_now);
-    let client = crate::kubeapi::connect(args.kube_api.as_deref()).await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &args.namespace);
-    let d = deployments
-        .get(&args.deployment)
-        .await
-        .with_context(|| format!("deployment {}/{}", args.namespace, args.deployment))?;
-    let current = d.spec.replicas.unwrap_or(1).max(0) as u32;
-    let status = d
-        .status
-        .as_ref()
-        .and_then(|s| s.replicas)
-        .map(|r| r.max(0) as u32);
-    let selector = label_selector(&d)
-        .with_context(|| format!("deployment {}: its selector is empty", args.deployment))?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &args.namespace);
-    let list = pods.list(&ListParams::default().labels(&selector)).await?;
-    let via = args.scrape_via.unwrap_or_else(ScrapeVia::here);
-    let shape = EndpointShape {
+    let target = Target {
         namespace: args.namespace.clone(),
-        port: args.metrics_port,
-        path: args.metrics_path.clone(),
-        scheme: "http".into(),
-        via,
+        deployment: args.deployment.clone(),
+        metrics_port: args.metrics_port,
+        metrics_path: args.metrics_path.clone(),
+        server: args.server,
+        scrape_via: args.scrape_via,
+        timeout: positive_seconds("--timeout", args.timeout)?,
     };
-    let scraper = Scraper {
-        http: reqwest::Client::new(),
-        kube: Some(client.clone()),
-        max_bytes: crate::source::DEFAULT_MAX_BYTES,
-        permits: Arc::new(tokio::sync::Semaphore::new(32)),
-    };
+    let client = crate::kubeapi::connect(args.kube_api.as_deref()).await?;
     let mut state = load_state(args.state.as_deref())?;
-    let endpoints: Vec<_> = list
-        .items
-        .iter()
-        .filter_map(|p| shape.endpoint(p))
-        .collect();
-    let pages = scraper.scrape_each(&endpoints, timeout).await;
-    let mut reads = Vec::new();
-    for (pod, (page, _took)) in endpoints.iter().zip(pages) {
-        let read = match page {
-            Err(e) => Read {
-                source: pod.name.clone(),
-                replica: Err(e.to_string()),
-                scan: None,
-            },
-            Ok(page) => {
-                let page = read_page(&page, args.server);
-                let replica = page.signals.map_err(|e| e.to_string()).map(|signals| {
-                    Replica::from_scrape(
-                        &pod.name,
-                        signals,
-                        &mut state.counters,
-                        now,
-                        pod.cpu_request_cores,
-                    )
-                });
-                Read {
-                    source: pod.name.clone(),
-                    replica,
-                    scan: Some(page.scan),
-                }
-            }
-        };
-        reads.push(read);
-    }
-    let replicas: Vec<Replica> = reads
-        .iter()
-        .filter_map(|r| r.replica.as_ref().ok().cloned())
-        .collect();
-    let missing = reads.iter().filter(|r| r.replica.is_err()).count() as u32;
+    let reading = standalone::decide_once(&client, &target, &policy, held, now, &mut state).await?;
+    save_state(args.state.as_deref(), &state)?;
+    let outcomes = &reading.fleet.outcomes;
     println!(
-        "deployment {}/{}: spec.replicas {current}, ready pods {}, read {}",
+        "deployment {}/{}: spec.replicas {}, ready pods {}, read {}",
         args.namespace,
         args.deployment,
-        reads.len(),
-        replicas.len()
+        reading.current,
+        outcomes.len(),
+        reading.fleet.replicas.len()
     );
-    if !reads.is_empty() {
-        print!("{}", table::render(&reads));
+    if !outcomes.is_empty() {
+        print!("{}", table::render(outcomes));
     }
-    for r in &reads {
-        if let Err(e) = &r.replica {
-            println!("{}: {e}: this pod does not vote", r.source);
+    for o in outcomes {
+        if let Some(Err(e)) = &o.vote {
+            println!("{}: {e}: this pod does not vote", o.name);
         }
     }
-    let obs = Observation {
-        now,
-        current,
-        status,
-        replicas: &replicas,
-        missing,
-        held: Some(held),
-        scraped_at: Some(now),
-    };
-    let decision = decide(&policy, &obs, &mut state);
-    save_state(args.state.as_deref(), &state)?;
-    super::decide::print(&decision, &policy);
-    if args.apply && decision.desired != current {
-        let patch = serde_json::json!({ "spec": { "replicas": decision.desired } });
-        deployments
-            .patch_scale(
-                &args.deployment,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .with_context(|| format!("scaling deployment {}", args.deployment))?;
-        println!(
-            "scaled deployment/{} to {}",
-            args.deployment, decision.desired
-        );
+    super::decide::print(&reading.decision, &policy);
+    let desired = reading.decision.desired;
+    if args.apply && desired != reading.current {
+        standalone::apply(&client, &target, desired).await?;
+        println!("scaled deployment/{} to {desired}", args.deployment);
     }
     Ok(ExitCode::SUCCESS)
 }

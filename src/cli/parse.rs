@@ -17,22 +17,22 @@ pub struct Args {
 /// Prints a row per source, then `source:line: what is wrong` for each skipped line and why any
 /// source gave no signals. Exit status 2 when any source had a bad line or no signals.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let reads = read_all(&args.sources, &args.read, None, 0.0).await?;
-    print!("{}", table::render(&reads));
+    let fleet = read_all(&args.sources, &args.read, None, 0.0).await?;
+    print!("{}", table::render(&fleet.outcomes));
     let mut bad = false;
-    for read in &reads {
+    for read in &fleet.outcomes {
         if let Some(scan) = &read.scan {
             for error in &scan.errors {
-                println!("{}", error.at(&read.source));
+                println!("{}", error.at(&read.name));
                 bad = true;
             }
             let unlisted = scan.skipped - scan.errors.len();
             if unlisted > 0 {
-                println!("{}: {unlisted} more bad line(s) not listed", read.source);
+                println!("{}: {unlisted} more bad line(s) not listed", read.name);
             }
         }
-        if let Err(e) = &read.replica {
-            println!("{}: {e}", read.source);
+        if let Some(Err(e)) = &read.vote {
+            println!("{}: {e}", read.name);
             bad = true;
         }
     }

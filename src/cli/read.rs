@@ -1,10 +1,11 @@
-//! Reading the sources named on the command line into replicas, with rates where an earlier
-//! page exists (`--previous`, a second scrape `--interval` seconds later, or the state file).
+//! Fetching the sources named on the command line, then [`crate::scaling::fleet::read`] turns
+//! them into replicas, with rates where an earlier page exists (`--previous`, a second scrape
+//! `--interval` seconds later, or the state file).
 
 use super::checks::positive_seconds;
-use crate::metrics::exposition::Scan;
 use crate::metrics::rates::Snapshot;
-use crate::metrics::{read_page, Replica, ServerChoice};
+use crate::metrics::{read_page, ServerChoice};
+use crate::scaling::fleet::{self, Fetched, Fleet, Input};
 use crate::source::{Reader, DEFAULT_MAX_BYTES};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -38,24 +39,14 @@ fn parse_server(s: &str) -> Result<ServerChoice, String> {
     s.parse()
 }
 
-/// One source, read.
-#[derive(Debug)]
-pub struct Read {
-    pub source: String,
-    /// The replica, or why the source gave none.
-    pub replica: Result<Replica, String>,
-    /// What the scan of the current page saw (absent when the page could not be fetched).
-    pub scan: Option<Scan>,
-}
-
 /// Reads every source. `counters` is the state file's memory of earlier scrapes, updated here;
 /// `now` is the time of this read on the same clock.
 pub async fn read_all(
     sources: &[String],
     args: &SourceArgs,
-    mut counters: Option<&mut BTreeMap<String, Snapshot>>,
+    counters: Option<&mut BTreeMap<String, Snapshot>>,
     now: f64,
-) -> anyhow::Result<Vec<Read>> {
+) -> anyhow::Result<Fleet> {
     if !args.previous.is_empty() && args.previous.len() != sources.len() {
         bail!(
             "--previous was given {} time(s) for {} source(s): give one earlier page per source",
@@ -112,37 +103,32 @@ pub async fn read_all(
         }
     }
 
-    let mut reads = Vec::with_capacity(sources.len());
-    for (source, before) in sources.iter().zip(earlier) {
-        let page = match reader.read(source).await {
-            Ok(page) => page,
-            Err(e) if Reader::is_url(source) => {
-                reads.push(Read {
-                    source: source.clone(),
-                    replica: Err(e.detail()),
-                    scan: None,
-                });
-                continue;
-            }
+    // Fetch every page first; a file that cannot be read is an error, a URL one an unread replica.
+    let mut pages = Vec::with_capacity(sources.len());
+    for source in sources {
+        pages.push(match reader.read(source).await {
+            Ok(page) => Ok(page),
+            Err(e) if Reader::is_url(source) => Err(e.detail()),
             Err(e) => return Err(e.into()),
-        };
-        let read = read_page(&page, args.server);
-        let replica = read.signals.map_err(|e| e.to_string()).map(|signals| {
-            // Positional, not by name: the same source may stand for two replicas.
-            let mut last: BTreeMap<String, Snapshot> =
-                before.map(|s| (source.clone(), s)).into_iter().collect();
-            let replica =
-                Replica::from_scrape(source.clone(), signals, &mut last, now, args.cpu_request);
-            if let Some(map) = counters.as_deref_mut() {
-                map.extend(last);
-            }
-            replica
-        });
-        reads.push(Read {
-            source: source.clone(),
-            replica,
-            scan: Some(read.scan),
         });
     }
-    Ok(reads)
+    // Positional, not by name: the same source may stand for two replicas.
+    let inputs = sources
+        .iter()
+        .zip(&pages)
+        .zip(earlier)
+        .map(|((source, page), earlier)| Input {
+            name: source.clone(),
+            fetched: match page {
+                Ok(bytes) => Fetched::Page(bytes),
+                Err(e) => Fetched::Failed(e.clone()),
+            },
+            earlier,
+            cpu_request_cores: args.cpu_request,
+        });
+    let fleet = fleet::read(inputs, args.server, now);
+    if let Some(map) = counters {
+        fleet.remember(map);
+    }
+    Ok(fleet)
 }

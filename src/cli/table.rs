@@ -1,7 +1,7 @@
 //! Rows of replica signals, as `parse` and `decide` print them.
 
-use super::read::Read;
 use crate::metrics::Replica;
+use crate::scaling::fleet::Outcome;
 use std::fmt::Write;
 
 const HEADER: [&str; 9] = [
@@ -15,16 +15,16 @@ fn number(v: Option<f64>, decimals: usize) -> String {
     }
 }
 
-fn cells(read: &Read) -> [String; 9] {
+fn cells(read: &Outcome) -> [String; 9] {
     let skipped = read
         .scan
         .as_ref()
         .map_or("-".to_owned(), |s| s.skipped.to_string());
-    match &read.replica {
-        Ok(r) => row(r, skipped),
-        Err(_) => {
+    match &read.vote {
+        Some(Ok(r)) => row(r, skipped),
+        _ => {
             let mut cells: [String; 9] = Default::default();
-            cells[0] = read.source.clone();
+            cells[0] = read.name.clone();
             cells[1] = "?".to_owned();
             for c in &mut cells[2..8] {
                 *c = "-".to_owned();
@@ -50,7 +50,7 @@ fn row(r: &Replica, skipped: String) -> [String; 9] {
 }
 
 /// The table: a header and one aligned row per source.
-pub fn render(reads: &[Read]) -> String {
+pub fn render(reads: &[Outcome]) -> String {
     let rows: Vec<[String; 9]> = reads.iter().map(cells).collect();
     let mut widths = HEADER.map(str::len);
     for row in &rows {

@@ -19,8 +19,8 @@ use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
-use crate::metrics::{read_page, Replica};
-use crate::scaling::{evaluate, Activity, Observation, ScalerState};
+use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
+use crate::scaling::{evaluate, Activity, ScalerState};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,9 +78,8 @@ enum Pods {
 }
 
 struct Scraped {
-    /// The pods that were read; the others `failed`.
-    replicas: Vec<Replica>,
-    failed: usize,
+    /// Every ready pod's outcome, and the replicas that vote.
+    fleet: Fleet,
     first_error: Option<String>,
     started_at: f64,
 }
@@ -89,7 +88,7 @@ impl Pods {
     fn ready(&self) -> Option<usize> {
         match self {
             Pods::Unknown(_) => None,
-            Pods::Read(s) => Some(s.replicas.len() + s.failed),
+            Pods::Read(s) => Some(s.fleet.replicas.len() + s.fleet.unread() as usize),
         }
     }
 }
@@ -250,67 +249,71 @@ fn read_round(
         } => (started_at, pods, pages),
     };
     log.no_pods = None;
-    let mut replicas = Vec::with_capacity(pods.len());
-    let mut failed = 0;
-    let mut first_error = None;
-    for (pod, (page, took)) in pods.iter().zip(pages) {
+    let inputs = pods.iter().zip(&pages).map(|(pod, (page, took))| {
         series.scraped(took.as_secs_f64());
-        let error = match page {
+        let fetched = match page {
             // Nothing listens at a static URL: no replica runs there (at zero), not a fault.
-            Err(ScrapeError::Transport(c)) if !pod.vouched && c.kind == "refused" => continue,
+            Err(ScrapeError::Transport(c)) if !pod.vouched && c.kind == "refused" => {
+                Fetched::Absent
+            }
             Err(e) => {
                 series.scrape_failed(e.reason());
+                Fetched::Failed(e.to_string())
+            }
+            Ok(bytes) => Fetched::Page(bytes),
+        };
+        Input {
+            name: pod.name.clone(),
+            fetched,
+            earlier: counters.get(&pod.name).cloned(),
+            cpu_request_cores: pod.cpu_request_cores,
+        }
+    });
+    let fleet = fleet::read(inputs, spec.server, started_at);
+    fleet.remember(counters);
+    let mut first_error = None;
+    for outcome in &fleet.outcomes {
+        let pod = &outcome.name;
+        let error = match &outcome.vote {
+            None => continue,
+            Some(Ok(_)) => {
+                if log.failing.remove(pod).is_some() {
+                    tracing::info!(pod = %pod, "scrape recovered; the pod votes again");
+                }
+                continue;
+            }
+            Some(Err(Unread::Page(ProfileError::WrongServer { configured, seen }))) => {
+                series.config_error("server", &seen.to_string());
+                if !log.wrong_server {
+                    log.wrong_server = true;
+                    tracing::error!(
+                        pod = %pod, configured = %configured, seen = %seen,
+                        "configuration: trigger metadata server is {configured}, but the pods serve {seen}'s page; they do not vote until it is fixed"
+                    );
+                }
+                first_error.get_or_insert(format!(
+                    "{pod}: configured as {configured}, the page is {seen}'s"
+                ));
+                continue;
+            }
+            Some(Err(e)) => {
+                if matches!(e, Unread::Page(_)) {
+                    series.scrape_failed("unreadable");
+                }
                 e.to_string()
             }
-            Ok(bytes) => match read_page(&bytes, spec.server).signals {
-                Ok(signals) => {
-                    if log.failing.remove(&pod.name).is_some() {
-                        tracing::info!(pod = %pod.name, "scrape recovered; the pod votes again");
-                    }
-                    replicas.push(Replica::from_scrape(
-                        pod.name.clone(),
-                        signals,
-                        counters,
-                        started_at,
-                        pod.cpu_request_cores,
-                    ));
-                    continue;
-                }
-                Err(ProfileError::WrongServer { configured, seen }) => {
-                    series.config_error("server", &seen.to_string());
-                    if !log.wrong_server {
-                        log.wrong_server = true;
-                        tracing::error!(
-                            pod = %pod.name, configured = %configured, seen = %seen,
-                            "configuration: trigger metadata server is {configured}, but the pods serve {seen}'s page; they do not vote until it is fixed"
-                        );
-                    }
-                    failed += 1;
-                    first_error.get_or_insert(format!(
-                        "{}: configured as {configured}, the page is {seen}'s",
-                        pod.name
-                    ));
-                    continue;
-                }
-                Err(e) => {
-                    series.scrape_failed("unreadable");
-                    e.to_string()
-                }
-            },
         };
-        if log.failing.get(&pod.name) != Some(&error) {
-            tracing::warn!(pod = %pod.name, error = %error, "scrape failed; the pod does not vote");
-            log.failing.insert(pod.name.clone(), error.clone());
+        if log.failing.get(pod) != Some(&error) {
+            tracing::warn!(pod = %pod, error = %error, "scrape failed; the pod does not vote");
+            log.failing.insert(pod.clone(), error.clone());
         }
-        failed += 1;
-        first_error.get_or_insert(format!("{}: {error}", pod.name));
+        first_error.get_or_insert(format!("{pod}: {error}"));
     }
     counters.retain(|name, _| pods.iter().any(|p| &p.name == name));
     log.failing
         .retain(|name, _| pods.iter().any(|p| &p.name == name));
     Pods::Read(Scraped {
-        replicas,
-        failed,
+        fleet,
         first_error,
         started_at,
     })
@@ -359,21 +362,13 @@ fn conclude(
     counts: Option<&watch::Receiver<Counts>>,
     state: &mut ScalerState,
 ) -> Report {
-    let empty = Vec::new();
-    let (replicas, failed, scraped_at) = match pods {
-        Pods::Unknown(_) => (&empty, 0, None),
-        Pods::Read(s) => (&s.replicas, s.failed, Some(s.started_at)),
+    let empty = Fleet::default();
+    let (fleet, scraped_at) = match pods {
+        Pods::Unknown(_) => (&empty, None),
+        Pods::Read(s) => (&s.fleet, Some(s.started_at)),
     };
-    let ready = (replicas.len() + failed) as u32;
-    let obs = Observation {
-        now: shared.now(),
-        current: ready,
-        status: Some(ready),
-        replicas,
-        missing: failed as u32,
-        held,
-        scraped_at,
-    };
+    let ready = fleet.replicas.len() as u32 + fleet.unread();
+    let obs = fleet.observation(shared.now(), ready, Some(ready), held, scraped_at);
     let eval = evaluate(&spec.policy, &obs, state);
     tracing::debug!(value = ?eval.value, activity = ?eval.activity, reasons = ?eval.lines, "evaluated");
     // Say why, with the cause underneath: the pods' or the activator's error.

@@ -20,6 +20,7 @@ pub mod scrape;
 pub mod selector;
 pub mod server;
 pub mod service;
+pub mod standalone;
 pub mod telemetry;
 
 /// A background task that ends when its owner drops this.

@@ -8,6 +8,7 @@
 pub mod activity;
 pub mod decision;
 pub mod demand;
+pub mod fleet;
 pub mod hpa;
 pub mod keda;
 pub mod keys;

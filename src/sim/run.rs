@@ -16,7 +16,8 @@ use super::replica::Hardware;
 use super::rng::Rng;
 use super::trace::Trace;
 use crate::metrics::rates::Snapshot;
-use crate::metrics::Replica;
+use crate::metrics::ServerChoice;
+use crate::scaling::fleet::{self, Fetched, Fleet, Input};
 use crate::scaling::{
     decide, evaluate, hpa_sync, keda, Activity, Observation, Policy, ScalerState,
 };
@@ -115,16 +116,16 @@ pub struct Run {
     pub series: Vec<SeriesPoint>,
 }
 
-/// One scrape of the ready replicas: those read, how many could not be, and when.
-#[derive(Debug, Clone)]
+/// One scrape of the ready replicas: those read, those that could not be, and when.
+#[derive(Debug)]
 struct Scrape {
-    replicas: Vec<Replica>,
-    missing: u32,
+    fleet: Fleet,
     at: f64,
 }
 
-/// `serve`'s collector, simulated: scrapes the ready replicas, each one's last counters kept in
-/// `counters` (the decision state's) for rates; each scrape fails with the `unreadable` chance.
+/// `serve`'s collector, simulated: scrapes the ready replicas through the same
+/// [`fleet::read`] as `serve`, each one's last counters kept in `counters` (the decision
+/// state's) for rates; each scrape fails with the `unreadable` chance.
 fn scrape(
     cluster: &Cluster,
     counters: &mut BTreeMap<String, Snapshot>,
@@ -133,27 +134,29 @@ fn scrape(
     faults: &mut Faults,
 ) -> Scrape {
     let kv = cluster.hw.kv_capacity;
-    let mut missing = 0;
-    let mut replicas = Vec::new();
-    for r in cluster.replicas.iter().filter(|r| r.is_ready()) {
-        if faults.fails() {
-            missing += 1;
-            continue;
-        }
-        replicas.push(Replica::from_scrape(
-            r.id.to_string(),
-            r.signals(kv),
-            counters,
-            now,
-            cpu_request_cores,
-        ));
-    }
+    let inputs: Vec<Input> = cluster
+        .replicas
+        .iter()
+        .filter(|r| r.is_ready())
+        .map(|r| {
+            let name = r.id.to_string();
+            let fetched = if faults.fails() {
+                Fetched::Failed("the scrape failed (simulated)".to_owned())
+            } else {
+                Fetched::Signals(r.signals(kv))
+            };
+            Input {
+                earlier: counters.get(&name).cloned(),
+                name,
+                fetched,
+                cpu_request_cores,
+            }
+        })
+        .collect();
+    let fleet = fleet::read(inputs, ServerChoice::Auto, now);
+    fleet.remember(counters);
     counters.retain(|name, _| cluster.replicas.iter().any(|r| r.id.to_string() == *name));
-    Scrape {
-        replicas,
-        missing,
-        at: now,
-    }
+    Scrape { fleet, at: now }
 }
 
 /// Scrape failures drawn from their own stream, so a run without them is the run it always was.
@@ -384,13 +387,14 @@ fn keda_pass(
 }
 
 fn observation<'a>(cluster: &Cluster, scrape: Option<&'a Scrape>, now: f64) -> Observation<'a> {
-    Observation {
+    static NO_SCRAPE: Fleet = Fleet::empty();
+    let fleet = scrape.map_or(&NO_SCRAPE, |s| &s.fleet);
+    let current = cluster.current();
+    fleet.observation(
         now,
-        current: cluster.current(),
-        status: Some(cluster.current()),
-        replicas: scrape.map_or(&[], |s| &s.replicas),
-        missing: scrape.map_or(0, |s| s.missing),
-        held: Some(cluster.held.len() as f64),
-        scraped_at: scrape.map(|s| s.at),
-    }
+        current,
+        Some(current),
+        Some(cluster.held.len() as f64),
+        scrape.map(|s| s.at),
+    )
 }

@@ -1,0 +1,125 @@
+//! The standalone mode, without KEDA: one decision for a Deployment from its Ready pods' pages,
+//! and the write of its scale subresource. `infscale kube` parses flags, calls these and prints;
+//! the pods are found and scraped as `serve` does (its discovery and scraper), and their pages
+//! become replicas through the same [`fleet::read`] as everywhere.
+
+use super::discovery::{label_selector, EndpointShape, ScrapeVia};
+use super::scrape::Scraper;
+use crate::metrics::ServerChoice;
+use crate::scaling::fleet::{self, Fetched, Fleet, Input};
+use crate::scaling::{decide, Decision, Policy, ScalerState};
+use anyhow::Context;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::Api;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Deployment and how to read its pods.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub namespace: String,
+    pub deployment: String,
+    pub metrics_port: u16,
+    pub metrics_path: String,
+    pub server: ServerChoice,
+    /// How to reach the pods' pages (default: direct in a cluster, the API's proxy outside).
+    pub scrape_via: Option<ScrapeVia>,
+    /// Allowed for each scrape.
+    pub timeout: Duration,
+}
+
+/// One decision and what it was made from.
+#[derive(Debug)]
+pub struct Reading {
+    /// The Deployment's `spec.replicas`.
+    pub current: u32,
+    pub fleet: Fleet,
+    pub decision: Decision,
+}
+
+/// Reads the Deployment and its Ready pods' pages at `now` and decides, with `held` requests
+/// held at an activator; `state` is the HPA's memory and the pods' last counters.
+pub async fn decide_once(
+    client: &kube::Client,
+    target: &Target,
+    policy: &Policy,
+    held: f64,
+    now: f64,
+    state: &mut ScalerState,
+) -> anyhow::Result<Reading> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
+    let d = deployments
+        .get(&target.deployment)
+        .await
+        .with_context(|| format!("deployment {}/{}", target.namespace, target.deployment))?;
+    let current = d.spec.replicas.unwrap_or(1).max(0) as u32;
+    let status = d
+        .status
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .map(|r| r.max(0) as u32);
+    let selector = label_selector(&d)
+        .with_context(|| format!("deployment {}: its selector is empty", target.deployment))?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &target.namespace);
+    let list = pods.list(&ListParams::default().labels(&selector)).await?;
+    let shape = EndpointShape {
+        namespace: target.namespace.clone(),
+        port: target.metrics_port,
+        path: target.metrics_path.clone(),
+        scheme: "http".into(),
+        via: target.scrape_via.unwrap_or_else(ScrapeVia::here),
+    };
+    let scraper = Scraper {
+        http: reqwest::Client::new(),
+        kube: Some(client.clone()),
+        max_bytes: crate::source::DEFAULT_MAX_BYTES,
+        permits: Arc::new(tokio::sync::Semaphore::new(32)),
+    };
+    let endpoints: Vec<_> = list
+        .items
+        .iter()
+        .filter_map(|p| shape.endpoint(p))
+        .collect();
+    let pages = scraper.scrape_each(&endpoints, target.timeout).await;
+    let inputs = endpoints
+        .iter()
+        .zip(&pages)
+        .map(|(pod, (page, _took))| Input {
+            name: pod.name.clone(),
+            fetched: match page {
+                Ok(bytes) => Fetched::Page(bytes),
+                Err(e) => Fetched::Failed(e.to_string()),
+            },
+            earlier: state.counters.get(&pod.name).cloned(),
+            cpu_request_cores: pod.cpu_request_cores,
+        });
+    let fleet = fleet::read(inputs, target.server, now);
+    fleet.remember(&mut state.counters);
+    state
+        .counters
+        .retain(|name, _| endpoints.iter().any(|p| &p.name == name));
+    let observation = fleet.observation(now, current, status, Some(held), Some(now));
+    let decision = decide(policy, &observation, state);
+    Ok(Reading {
+        current,
+        fleet,
+        decision,
+    })
+}
+
+/// Writes `replicas` to the Deployment's scale subresource.
+pub async fn apply(client: &kube::Client, target: &Target, replicas: u32) -> anyhow::Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
+    let patch = serde_json::json!({ "spec": { "replicas": replicas } });
+    deployments
+        .patch_scale(
+            &target.deployment,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .with_context(|| format!("scaling deployment {}", target.deployment))?;
+    Ok(())
+}
