@@ -377,7 +377,8 @@ fn samples(metric: &Value, keys: &[&str]) -> Result<Option<Vec<i64>>, String> {
 
 /// One metric's proposal (and usage) the way the replica calculator makes it; `Ok(None)` when
 /// the metric could not be read (no samples, or the calculator's own error, which Kubernetes
-/// counts as an invalid metric). `Err` is kept for a vector the harness cannot read.
+/// counts as an invalid metric, as it does a source type it does not know). `Err` is kept for a
+/// vector the harness cannot read.
 fn proposal(
     metric: &Value,
     current: u32,
@@ -447,9 +448,20 @@ fn proposal(
             .ok()
             .map(|got| (got, None)))
         }
+        // An unknown source type is an invalid metric to `computeReplicasForMetric`.
+        (source, _) if !source.is_empty() && !SOURCE_TYPES.contains(&source) => Ok(None),
         other => Err(format!("unsupported metric {other:?}")),
     }
 }
+
+/// The metric source types Kubernetes knows.
+const SOURCE_TYPES: [&str; 5] = [
+    "Object",
+    "Pods",
+    "Resource",
+    "ContainerResource",
+    "External",
+];
 
 /// The combined proposal of a vector's `metrics` list (or single `metric`), as
 /// `computeReplicasForMetrics` combines them; `None` when no metric could be read.
