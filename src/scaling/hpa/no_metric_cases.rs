@@ -69,10 +69,12 @@ fn a_scale_to_min_is_stored_as_a_scale_event_with_behavior_only() {
     assert!(state.scale_up_events.is_empty());
 }
 
+/// (per-metric proposals, current, combined)
+type Combination = (&'static [Option<u32>], u32, Option<u32>);
+
 #[test]
 fn metrics_combine_as_the_largest_unless_a_failure_would_allow_a_scale_down() {
-    // (proposals, current, expected)
-    let cases: [(&[Option<u32>], u32, Option<u32>); 7] = [
+    let cases: [Combination; 7] = [
         (&[], 3, None),
         (&[None], 3, None),
         (&[None, None], 3, None),
