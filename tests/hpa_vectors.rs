@@ -6,16 +6,21 @@
 //! `hpa vectors: N passed, M failed` and then the id, inputs and actual result of each failure.
 //! Fails when any vector fails or none was read. The format is defined by the file's
 //! `meta.conventions`; harness settings are passed as parameters, never as changed defaults.
+//! A vector whose metric is absent, `null`, `{}`, or has no samples (an absent or empty sample
+//! list), or whose `metrics` list is empty, means that no metric could be read.
 
 use infscale::scaling::hpa::rate::{self, Events};
 use infscale::scaling::hpa::replicas::{self, Tolerances};
 use infscale::scaling::hpa::stabilize;
 use infscale::scaling::hpa::{
-    reconcile, Behavior, Controller, RateKind, RatePolicy, Recommendation, Rules, ScaleEvent,
-    Select, Spec, State,
+    reconcile, replicas_for_metrics, Behavior, Controller, RateKind, RatePolicy, Recommendation,
+    Rules, ScaleEvent, Select, Spec, State,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+
+#[path = "hpa_vectors/store.rs"]
+mod store;
 
 /// The evaluation time; vectors give ages in seconds before it.
 const NOW: f64 = 100_000.0;
@@ -101,13 +106,14 @@ fn run(v: &Value) -> Outcome {
         "metric_replicas" => metric_replicas(inputs, expected),
         "controller_reconcile" => controller_reconcile(inputs, expected),
         "integration_step" => integration_step(inputs, expected),
+        "store_scale_event" => store::store_scale_event(inputs, expected),
         other => Err(format!("unknown kind {other:?}")),
     }
 }
 
 // ---- reading the format ----
 
-fn int(v: &Value, key: &str) -> Result<i64, String> {
+pub(crate) fn int(v: &Value, key: &str) -> Result<i64, String> {
     let field = &v[key];
     field
         .as_i64()
@@ -115,7 +121,7 @@ fn int(v: &Value, key: &str) -> Result<i64, String> {
         .ok_or_else(|| format!("field {key:?} is not an integer: {field}"))
 }
 
-fn uint(v: &Value, key: &str) -> Result<u32, String> {
+pub(crate) fn uint(v: &Value, key: &str) -> Result<u32, String> {
     u32::try_from(int(v, key)?).map_err(|_| format!("field {key:?} out of range"))
 }
 
@@ -132,7 +138,7 @@ fn ints(v: &Value, key: &str) -> Result<Vec<i64>, String> {
         .collect()
 }
 
-fn float(v: &Value, key: &str) -> Result<f64, String> {
+pub(crate) fn float(v: &Value, key: &str) -> Result<f64, String> {
     v[key]
         .as_f64()
         .ok_or_else(|| format!("field {key:?} is not a number"))
@@ -150,7 +156,8 @@ fn recommendations(v: &Value) -> Result<Vec<Recommendation>, String> {
         .collect()
 }
 
-fn events(v: &Value) -> Result<Vec<ScaleEvent>, String> {
+/// Scale events `{secondsAgo, replicaChange, outdated?}`; an absent list is empty.
+pub(crate) fn events(v: &Value) -> Result<Vec<ScaleEvent>, String> {
     let Some(list) = v.as_array() else {
         return Ok(Vec::new());
     };
@@ -159,7 +166,7 @@ fn events(v: &Value) -> Result<Vec<ScaleEvent>, String> {
             Ok(ScaleEvent {
                 at: NOW - float(e, "secondsAgo")?,
                 change: uint(e, "replicaChange")?,
-                outdated: false,
+                outdated: e["outdated"].as_bool().unwrap_or(false),
             })
         })
         .collect()
@@ -175,7 +182,7 @@ fn select(v: &Value) -> Result<Select, String> {
 }
 
 /// One direction's rules, API defaults filling what the vector leaves out.
-fn rules(v: &Value, defaults: Rules) -> Result<Rules, String> {
+pub(crate) fn rules(v: &Value, defaults: Rules) -> Result<Rules, String> {
     if v.is_null() {
         return Ok(defaults);
     }
@@ -236,7 +243,7 @@ fn controller(inputs: &Value) -> Controller {
     }
 }
 
-fn check<T: PartialEq + std::fmt::Debug>(what: &str, actual: T, expected: T) -> Outcome {
+pub(crate) fn check<T: PartialEq + std::fmt::Debug>(what: &str, actual: T, expected: T) -> Outcome {
     if actual == expected {
         Ok(())
     } else {
@@ -356,42 +363,67 @@ fn legacy_rules(inputs: &Value, expected: &Value) -> Outcome {
     )
 }
 
-/// One metric's proposal (and usage) the way the replica calculator makes it.
+/// A metric's samples under the first of `keys` present; `None` when absent or empty (nothing
+/// was read).
+fn samples(metric: &Value, keys: &[&str]) -> Result<Option<Vec<i64>>, String> {
+    match keys.iter().find(|k| !metric[**k].is_null()) {
+        None => Ok(None),
+        Some(key) => {
+            let values = ints(metric, key)?;
+            Ok((!values.is_empty()).then_some(values))
+        }
+    }
+}
+
+/// One metric's proposal (and usage) the way the replica calculator makes it; `Ok(None)` when
+/// the metric could not be read (no samples, or the calculator's own error, which Kubernetes
+/// counts as an invalid metric, as it does a source type it does not know). `Err` is kept for a
+/// vector the harness cannot read.
 fn proposal(
     metric: &Value,
     current: u32,
     status: u32,
     tolerances: Tolerances,
-) -> Result<(u32, Option<i64>), String> {
+) -> Result<Option<(u32, Option<i64>)>, String> {
+    if metric.is_null() || metric.as_object().is_some_and(|o| o.is_empty()) {
+        return Ok(None);
+    }
     let source = metric["sourceType"].as_str().unwrap_or_default();
     let target = metric["targetType"].as_str().unwrap_or_default();
+    // `totalMilli` stands in for the samples only where the vector lists none at all.
+    let totals = match metric["totalMilli"].as_i64() {
+        Some(total) if metric["valuesMilli"].is_null() => Some(vec![total]),
+        _ => samples(metric, &["valuesMilli"])?,
+    };
     match (source, target) {
         ("External" | "Object", "Value") => {
-            let total = replicas::sum_milli(&ints(metric, "valuesMilli")?);
+            let Some(values) = totals else {
+                return Ok(None);
+            };
+            let total = replicas::sum_milli(&values);
             let ready = uint(metric, "readyPods").unwrap_or(current);
-            let got = replicas::external_value(
-                total,
-                int(metric, "targetMilli")?,
-                current,
-                ready,
-                tolerances,
+            let target = int(metric, "targetMilli")?;
+            Ok(
+                replicas::external_value(total, target, current, ready, tolerances)
+                    .ok()
+                    .map(|got| (got, Some(total))),
             )
-            .map_err(|e| e.to_string())?;
-            Ok((got, Some(total)))
         }
         ("External" | "Object", "AverageValue") => {
-            let total = replicas::sum_milli(&ints(metric, "valuesMilli")?);
+            let Some(values) = totals else {
+                return Ok(None);
+            };
+            let total = replicas::sum_milli(&values);
             let status = uint(metric, "statusReplicas").unwrap_or(status);
             let (got, usage) =
                 replicas::external_per_pod(total, int(metric, "targetMilli")?, status, tolerances);
-            Ok((got, Some(usage)))
+            Ok(Some((got, Some(usage))))
         }
         ("Pods", "AverageValue") => {
             // Per-pod values averaged over the pods that reported (`calcPlainMetricReplicas`).
-            let values = ints(metric, "podValuesMilli").or_else(|_| ints(metric, "valuesMilli"))?;
-            if values.is_empty() {
-                return Err("no pod reported the metric".into());
-            }
+            let Some(values) = samples(metric, &["podValuesMilli", "valuesMilli"])? else {
+                return Ok(None);
+            };
             let total = replicas::sum_milli(&values);
             let ratio = total as f64 / values.len() as f64 / int(metric, "targetMilli")? as f64;
             let got = if tolerances.is_within(ratio) {
@@ -399,21 +431,56 @@ fn proposal(
             } else {
                 replicas::ceil_replicas(ratio * values.len() as f64)
             };
-            Ok((got, Some(total / values.len() as i64)))
+            Ok(Some((got, Some(total / values.len() as i64))))
         }
         ("Resource", "Utilization") => {
-            let got = replicas::resource_utilization(
-                &ints(metric, "podUsageMilli")?,
-                &ints(metric, "podRequestMilli")?,
+            let Some(usage) = samples(metric, &["podUsageMilli"])? else {
+                return Ok(None);
+            };
+            let requests = samples(metric, &["podRequestMilli"])?.unwrap_or_default();
+            Ok(replicas::resource_utilization(
+                &usage,
+                &requests,
                 uint(metric, "targetAverageUtilization")?,
                 current,
                 tolerances,
             )
-            .map_err(|e| e.to_string())?;
-            Ok((got, None))
+            .ok()
+            .map(|got| (got, None)))
         }
+        // An unknown source type is an invalid metric to `computeReplicasForMetric`.
+        (source, _) if !source.is_empty() && !SOURCE_TYPES.contains(&source) => Ok(None),
         other => Err(format!("unsupported metric {other:?}")),
     }
+}
+
+/// The metric source types Kubernetes knows.
+const SOURCE_TYPES: [&str; 5] = [
+    "Object",
+    "Pods",
+    "Resource",
+    "ContainerResource",
+    "External",
+];
+
+/// The combined proposal of a vector's `metrics` list (or single `metric`), as
+/// `computeReplicasForMetrics` combines them; `None` when no metric could be read.
+fn proposals(
+    inputs: &Value,
+    current: u32,
+    status: u32,
+    tolerances: Tolerances,
+) -> Result<Option<u32>, String> {
+    let metrics: Vec<&Value> = match inputs["metrics"].as_array() {
+        Some(list) => list.iter().collect(),
+        None if inputs["metric"].is_null() => Vec::new(),
+        None => vec![&inputs["metric"]],
+    };
+    let each = metrics
+        .into_iter()
+        .map(|m| Ok(proposal(m, current, status, tolerances)?.map(|(n, _)| n)))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(replicas_for_metrics(&each, current))
 }
 
 fn metric_replicas(inputs: &Value, expected: &Value) -> Outcome {
@@ -423,7 +490,8 @@ fn metric_replicas(inputs: &Value, expected: &Value) -> Outcome {
         scale_down: float(t, "scaleDown")?,
     };
     let current = uint(inputs, "currentReplicas")?;
-    let (got, usage) = proposal(&inputs["metric"], current, current, tolerances)?;
+    let (got, usage) = proposal(&inputs["metric"], current, current, tolerances)?
+        .ok_or("no metric could be read")?;
     check("replicas", got, uint(expected, "replicas")?)?;
     if expected.get("usageMilli").is_some() {
         check("usageMilli", usage, Some(int(expected, "usageMilli")?))?;
@@ -452,10 +520,7 @@ fn controller_reconcile(inputs: &Value, expected: &Value) -> Outcome {
         ..State::default()
     };
     let tolerances = c.tolerances(spec.behavior.as_ref());
-    let raw = match &inputs["metric"] {
-        Value::Null => None,
-        metric => Some(proposal(metric, current, status, tolerances)?.0),
-    };
+    let raw = proposals(inputs, current, status, tolerances)?;
     let r = reconcile(&c, &spec, &mut state, current, raw, NOW);
     check(
         "desiredReplicas",
@@ -487,12 +552,24 @@ fn integration_step(inputs: &Value, expected: &Value) -> Outcome {
     let mut state = State::default();
     let mut seen = vec![current];
     for period in 0..10 {
-        let raw = proposal(&inputs["metric"], current, status, tolerances)?.0;
+        let raw = proposals(inputs, current, status, tolerances)?;
         let now = NOW + f64::from(period) * resync;
-        current = reconcile(&c, &spec, &mut state, current, Some(raw), now).desired;
+        current = reconcile(&c, &spec, &mut state, current, raw, now).desired;
         seen.push(current);
     }
     let assertion = &expected["assertion"];
+    let known = ["atLeastReplicas", "noMoreThanReplicas", "equalReplicas"];
+    if let Some(key) = assertion
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !known.contains(&k.as_str())))
+    {
+        return Err(format!("unknown assertion {key:?}"));
+    }
+    if let Some(n) = assertion["equalReplicas"].as_u64() {
+        if !seen.iter().any(|&r| u64::from(r) == n) {
+            return Err(format!("never equal to {n}: {seen:?}"));
+        }
+    }
     if let Some(n) = assertion["atLeastReplicas"].as_u64() {
         if !seen.iter().any(|&r| u64::from(r) >= n) {
             return Err(format!("never reached {n}: {seen:?}"));

@@ -1,12 +1,14 @@
 //! The Kubernetes HPA controller's replica algorithm, step for step.
 //!
 //! infscale's claim is that its decision is the HPA's own, so `decide` explains truthfully and the
-//! simulator predicts what KEDA's HPA will do. The stages follow `pkg/controller/podautoscaler`
-//! (described in `shared/hpa/ALGORITHM.md`), in the order one reconcile runs them:
-//! metric proposal with tolerance ([`replicas`]), pre-checks, stabilisation window
-//! ([`stabilize`]), rate limits and min/max ([`rate`]); or, for an HPA without `behavior`,
-//! the legacy window and the 2x / 4-pod scale-up cap. Time is a parameter (seconds on any
-//! clock the caller keeps), so nothing here reads a clock.
+//! simulator predicts what KEDA's HPA will do. The stages follow Kubernetes'
+//! `pkg/controller/podautoscaler/horizontal.go` and `replica_calculator.go`, in the order
+//! `reconcileAutoscaler` runs them: pre-checks against min/max (before any metric is read),
+//! metric proposals with tolerance ([`replicas`]) combined as `computeReplicasForMetrics` does
+//! ([`replicas_for_metrics`]), stabilisation window ([`stabilize`]), rate limits and min/max
+//! ([`rate`]); or, for an HPA without `behavior`, the legacy window and the 2x / 4-pod scale-up
+//! cap. Time is a parameter (seconds on any clock the caller keeps), so nothing here reads a
+//! clock.
 
 pub mod rate;
 pub mod replicas;
@@ -175,14 +177,46 @@ pub struct State {
 pub enum Outcome {
     /// `current == 0` with a non-zero minimum: the HPA does not act.
     ScalingDisabled,
-    /// `current` above `max`: straight to `max`.
+    /// `current` above `max`: straight to `max`, whatever the metrics say.
     AboveMax,
-    /// `current` below `min`: straight to `min`.
+    /// `current` below `min`: straight to `min`, whatever the metrics say (even when none can
+    /// be read: Kubernetes' `TestTooFewReplicas` and `TestHPAScaleUpToMin`).
     BelowMin,
-    /// No metric could be computed: no change.
+    /// No metric could be read (or some could not and the rest would scale down): no change.
     NoMetrics,
     /// The normal path, with the limit that applied.
     Normalized(Limited),
+}
+
+impl Outcome {
+    /// What the controller reports: the `ScalingActive` condition's reason at zero, the rescale
+    /// reason of a pre-check, the warning event's reason when no metric could be read, or the
+    /// `ScalingLimited` condition's reason on the normal path. A pre-check sets no
+    /// `ScalingLimited` condition (`TestTooFewReplicas` in `horizontal_test.go` expects only
+    /// `AbleToScale`), so `BelowMin` is not reported as `TooFewReplicas`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Outcome::ScalingDisabled => "ScalingDisabled",
+            Outcome::AboveMax => "Current number of replicas above Spec.MaxReplicas",
+            Outcome::BelowMin => "Current number of replicas below Spec.MinReplicas",
+            Outcome::NoMetrics => "FailedComputeMetricsReplicas",
+            Outcome::Normalized(limited) => limited.name(),
+        }
+    }
+}
+
+/// Combines one proposal per metric (`None`: that metric could not be read) the way
+/// `computeReplicasForMetrics` does: the largest readable proposal, or `None` ("no metric could
+/// be read") when every metric failed, when there are no metrics, or when some failed and the
+/// rest would scale below `current` (a missing metric never lets the HPA scale down).
+pub fn replicas_for_metrics(proposals: &[Option<u32>], current: u32) -> Option<u32> {
+    let best = proposals.iter().flatten().copied().max()?;
+    let some_failed = proposals.iter().any(Option::is_none);
+    if some_failed && best < current {
+        None
+    } else {
+        Some(best)
+    }
 }
 
 /// One reconcile's result.
@@ -199,6 +233,12 @@ pub struct Reconciled {
 /// One reconcile (`reconcileAutoscaler` from the metric proposal on): seeds the history, runs the
 /// pre-checks, stabilises, rate-limits and clamps, and stores a scale event when the count
 /// changes (the caller is taken to apply the result).
+///
+/// `proposal` is the combined metric proposal ([`replicas_for_metrics`]); `None` means no
+/// metric could be read. The pre-checks come first and do not look at it, so with no metric:
+/// `current` below `min` still goes to `min` ([`Outcome::BelowMin`]), above `max` to `max`,
+/// zero with a non-zero minimum stays zero ([`Outcome::ScalingDisabled`]), and any other count
+/// is kept ([`Outcome::NoMetrics`]; Kubernetes returns an error and does not scale).
 pub fn reconcile(
     controller: &Controller,
     spec: &Spec,
@@ -257,13 +297,13 @@ pub fn reconcile(
         early(current, Outcome::NoMetrics)
     };
     if result.desired != current {
-        if let Some(behavior) = &spec.behavior {
-            rate::store_scale_event(state, behavior, current, result.desired, now);
-        }
+        rate::store_scale_event(state, spec.behavior.as_ref(), current, result.desired, now);
     }
     result
 }
 
+#[cfg(test)]
+mod no_metric_cases;
 #[cfg(test)]
 mod per_pod_cases;
 #[cfg(test)]

@@ -183,20 +183,31 @@ pub fn legacy(
     (desired, Limited::DesiredWithinRange)
 }
 
-/// Stores an applied change (`storeScaleEvent`): in the direction's list, over the last event
-/// older than that direction's longest policy period, or appended.
+/// Stores an applied change (`storeScaleEvent`). Without `behavior` nothing is stored (the
+/// legacy path has no rate policies). Otherwise, in the direction's list: every event older than
+/// that direction's longest policy period is marked outdated (`markScaleEventsOutdated`; the mark
+/// stays), and the new event overwrites the last outdated one, or is appended when none is.
 pub fn store_scale_event(
     state: &mut State,
-    behavior: &Behavior,
+    behavior: Option<&Behavior>,
     previous: u32,
     new: u32,
     now: f64,
 ) {
+    let Some(behavior) = behavior else {
+        return;
+    };
     let (events, rules) = if new > previous {
         (&mut state.scale_up_events, &behavior.scale_up)
     } else {
         (&mut state.scale_down_events, &behavior.scale_down)
     };
+    store_event(events, rules, previous.abs_diff(new), now);
+}
+
+/// One direction's half of [`store_scale_event`]: `events` is that direction's list and
+/// `rules` its scaling rules.
+pub fn store_event(events: &mut Vec<ScaleEvent>, rules: &Rules, change: u32, now: f64) {
     let longest = rules
         .policies
         .iter()
@@ -213,7 +224,7 @@ pub fn store_scale_event(
     }
     let event = ScaleEvent {
         at: now,
-        change: previous.abs_diff(new),
+        change,
         outdated: false,
     };
     match last_outdated {

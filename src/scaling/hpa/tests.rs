@@ -286,12 +286,12 @@ fn legacy_rules_cap_scale_up_at_double_or_four() {
 fn scale_events_are_stored_by_direction_and_reuse_outdated_slots() {
     let b = Behavior::default();
     let mut state = State::default();
-    rate::store_scale_event(&mut state, &b, 2, 6, 0.0);
-    rate::store_scale_event(&mut state, &b, 6, 5, 5.0);
+    rate::store_scale_event(&mut state, Some(&b), 2, 6, 0.0);
+    rate::store_scale_event(&mut state, Some(&b), 6, 5, 5.0);
     assert_eq!(state.scale_up_events.len(), 1);
     assert_eq!(state.scale_down_events[0].change, 1);
     // 20 s later the first up event is older than the 15 s period: its slot is reused.
-    rate::store_scale_event(&mut state, &b, 5, 7, 20.0);
+    rate::store_scale_event(&mut state, Some(&b), 5, 7, 20.0);
     assert_eq!(state.scale_up_events.len(), 1);
     assert_eq!(state.scale_up_events[0].change, 2);
 }
