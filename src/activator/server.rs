@@ -139,6 +139,7 @@ impl Bound {
             routes: Arc::new(routes.clone()),
             changes: changes_rx,
             telemetry,
+            keep_alive: Duration::from_secs(5),
         };
         let admin_listener = self.admin;
         tasks.push(tokio::spawn(async move {

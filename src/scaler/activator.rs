@@ -2,7 +2,7 @@
 //! follows every pod of an activator Service and sums them).
 //!
 //! The follower first opens the activator's watch endpoint (`GET {url}/queue/watch`, server-sent
-//! events, one `data:` line of counts JSON per change), so a request held at the activator
+//! events, one `data:` line of counts JSON per change, decoded by [`crate::counts::wire`]), so a request held at the activator
 //! reaches the scaler, and KEDA through `StreamIsActive`, within milliseconds. Where there is no
 //! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue` every 500 ms.
 //! Responses and event lines are size-capped and every read is bounded in time: a `/queue` that
@@ -10,7 +10,8 @@
 //! activator sends a keep-alive every 5 s), has failed. A failure is published as
 //! [`Counts::Failed`], never as zero held, and the follower reconnects with back-off.
 
-use crate::counts::{HostCounts, QueueCounts};
+use crate::counts::wire::{self, WireError};
+use crate::counts::HostCounts;
 use crate::source::read_capped;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,9 +87,16 @@ enum Mode {
 }
 
 fn host_counts(doc: &[u8], host: &str) -> Result<HostCounts, String> {
-    let counts: QueueCounts =
-        serde_json::from_slice(doc).map_err(|e| format!("counts are not the /queue JSON: {e}"))?;
+    let counts = wire::counts(doc).map_err(|e| e.to_string())?;
     Ok(counts.get(host).copied().unwrap_or_default())
+}
+
+/// A watch stream's failure as the follower reports it: a framing failure names the URL.
+fn wire_failure(url: &str, e: WireError) -> String {
+    match e {
+        WireError::NotCounts(_) => e.to_string(),
+        WireError::LineTooLong(_) | WireError::EventTooLong(_) => format!("{url}: {e}"),
+    }
 }
 
 async fn watch_events(
@@ -97,7 +105,7 @@ async fn watch_events(
     tx: &Announcing,
 ) -> Result<Mode, String> {
     let url = format!("{}/queue/watch", activator.url);
-    let request = http.get(&url).header("accept", "text/event-stream").send();
+    let request = http.get(&url).header("accept", wire::CONTENT_TYPE).send();
     let mut response = tokio::time::timeout(REQUEST_TIMEOUT, request)
         .await
         .map_err(|_| format!("{url}: no answer within {REQUEST_TIMEOUT:?}"))?
@@ -108,8 +116,7 @@ async fn watch_events(
     if !response.status().is_success() {
         return Err(format!("{url}: HTTP status {}", response.status()));
     }
-    let mut line = Vec::new();
-    let mut data = Vec::new();
+    let mut decoder = wire::Decoder::new(MAX_BYTES);
     loop {
         let chunk = tokio::time::timeout(WATCH_IDLE_TIMEOUT, response.chunk())
             .await
@@ -120,25 +127,10 @@ async fn watch_events(
             })?
             .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
         let Some(chunk) = chunk else { break };
-        for &b in chunk.iter() {
-            if b != b'\n' {
-                line.push(b);
-                if line.len() > MAX_BYTES {
-                    return Err(format!("{url}: an event line over {MAX_BYTES} bytes"));
-                }
-                continue;
-            }
-            let text = line.strip_suffix(b"\r").unwrap_or(&line);
-            if text.is_empty() {
-                if !data.is_empty() {
-                    let counts = host_counts(&data, &activator.host)?;
-                    publish(tx, Counts::Seen(counts));
-                    data.clear();
-                }
-            } else if let Some(payload) = text.strip_prefix(b"data:") {
-                data.extend_from_slice(payload.strip_prefix(b" ").unwrap_or(payload));
-            }
-            line.clear();
+        for event in decoder.feed(&chunk) {
+            let counts = event.map_err(|e| wire_failure(&url, e))?;
+            let mine = counts.get(&activator.host).copied().unwrap_or_default();
+            publish(tx, Counts::Seen(mine));
         }
     }
     Ok(Mode::Ended)
