@@ -52,11 +52,11 @@ async fn a_held_request_wakes_the_deployment() {
         kube_api: Some(api.server.url("")),
         use_kube: true,
         scrape_via: Some(ScrapeVia::Direct),
-        max_page_bytes: 1 << 20,
-        max_concurrent_scrapes: 8,
-        idle_stop: Duration::from_secs(600),
-        staleness: Duration::from_secs(300),
-        bounds: infscale::scaler::server::Bounds::default(),
+        limits: infscale::scaler::limits::Limits {
+            max_page_bytes: 1 << 20,
+            max_concurrent_scrapes: 8,
+            ..Default::default()
+        },
     })
     .await
     .unwrap();

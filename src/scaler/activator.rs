@@ -4,29 +4,19 @@
 //! The follower first opens the activator's watch endpoint (`GET {url}/queue/watch`, server-sent
 //! events, one `data:` line of counts JSON per change, decoded by [`crate::counts::wire`]), so a request held at the activator
 //! reaches the scaler, and KEDA through `StreamIsActive`, within milliseconds. Where there is no
-//! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue` every 500 ms.
-//! Responses and event lines are size-capped and every read is bounded in time: a `/queue` that
-//! does not answer within [`REQUEST_TIMEOUT`], or a watch silent for [`WATCH_IDLE_TIMEOUT`] (the
-//! activator sends a keep-alive every 5 s), has failed. A failure is published as
-//! [`Counts::Failed`], never as zero held, and the follower reconnects with back-off.
+//! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue`. Responses
+//! and event lines are size-capped and every read is bounded in time: a `/queue` that does not
+//! answer within [`Limits::activator_timeout`], or a watch silent for
+//! [`Limits::activator_watch_idle`] (the activator sends a keep-alive every 5 s), has failed. A
+//! failure is published as [`Counts::Failed`], never as zero held, and the follower reconnects
+//! with back-off.
 
+use super::limits::Limits;
 use crate::counts::wire::{self, WireError};
 use crate::counts::HostCounts;
 use crate::source::read_capped;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{watch, Notify};
-
-/// The largest counts document or event line accepted.
-const MAX_BYTES: usize = 1 << 20;
-const POLL_EVERY: Duration = Duration::from_millis(500);
-/// The longest wait for a `/queue` answer or the watch's response head.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// The longest silence on a watch before it counts as stalled: under three of the activator's
-/// 5-second keep-alives.
-pub const WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
-/// Back-off between reconnects: from the first to the last, doubling.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
 
 /// What the follower last saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,20 +44,21 @@ pub fn follow(
     http: reqwest::Client,
     activator: Source,
     changed: Arc<Notify>,
+    limits: Limits,
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
     let tx = Announcing { tx, changed };
     let task = tokio::spawn(async move {
-        let mut backoff = BACKOFF.0;
+        let mut backoff = limits.activator_backoff;
         loop {
-            let outcome = watch_events(&http, &activator, &tx).await;
+            let outcome = watch_events(&http, &activator, &tx, &limits).await;
             match outcome {
-                Ok(Mode::NoWatch) => poll(&http, &activator, &tx).await,
-                Ok(Mode::Ended) => backoff = BACKOFF.0,
+                Ok(Mode::NoWatch) => poll(&http, &activator, &tx, &limits).await,
+                Ok(Mode::Ended) => backoff = limits.activator_backoff,
                 Err(e) => {
                     tracing::warn!(activator = %activator.url, error = %e, "the activator's held count cannot be read");
                     publish(&tx, Counts::Failed(e));
-                    backoff = (backoff * 2).min(BACKOFF.1);
+                    backoff = (backoff * 2).min(limits.activator_backoff_max);
                 }
             }
             if tx.is_closed() {
@@ -103,12 +94,14 @@ async fn watch_events(
     http: &reqwest::Client,
     activator: &Source,
     tx: &Announcing,
+    limits: &Limits,
 ) -> Result<Mode, String> {
+    let (timeout, idle) = (limits.activator_timeout, limits.activator_watch_idle);
     let url = format!("{}/queue/watch", activator.url);
     let request = http.get(&url).header("accept", wire::CONTENT_TYPE).send();
-    let mut response = tokio::time::timeout(REQUEST_TIMEOUT, request)
+    let mut response = tokio::time::timeout(timeout, request)
         .await
-        .map_err(|_| format!("{url}: no answer within {REQUEST_TIMEOUT:?}"))?
+        .map_err(|_| format!("{url}: no answer within {timeout:?}"))?
         .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
     if matches!(response.status().as_u16(), 404 | 405 | 501) {
         return Ok(Mode::NoWatch);
@@ -116,15 +109,11 @@ async fn watch_events(
     if !response.status().is_success() {
         return Err(format!("{url}: HTTP status {}", response.status()));
     }
-    let mut decoder = wire::Decoder::new(MAX_BYTES);
+    let mut decoder = wire::Decoder::new(limits.activator_max_bytes);
     loop {
-        let chunk = tokio::time::timeout(WATCH_IDLE_TIMEOUT, response.chunk())
+        let chunk = tokio::time::timeout(idle, response.chunk())
             .await
-            .map_err(|_| {
-                format!(
-                    "{url}: silent for {WATCH_IDLE_TIMEOUT:?} (no event, no keep-alive): stalled"
-                )
-            })?
+            .map_err(|_| format!("{url}: silent for {idle:?} (no event, no keep-alive): stalled"))?
             .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
         let Some(chunk) = chunk else { break };
         for event in decoder.feed(&chunk) {
@@ -136,7 +125,8 @@ async fn watch_events(
     Ok(Mode::Ended)
 }
 
-async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing) {
+async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing, limits: &Limits) {
+    let (timeout, max_bytes) = (limits.activator_timeout, limits.activator_max_bytes);
     let url = format!("{}/queue", activator.url);
     loop {
         let reading = async {
@@ -149,15 +139,15 @@ async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing) {
                 return Err(format!("{url}: HTTP status {}", response.status()));
             }
             let body = http::Response::from(response).into_body();
-            let doc = read_capped(body, MAX_BYTES)
+            let doc = read_capped(body, max_bytes)
                 .await
                 .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?
-                .ok_or_else(|| format!("{url}: counts over {MAX_BYTES} bytes"))?;
+                .ok_or_else(|| format!("{url}: counts over {max_bytes} bytes"))?;
             host_counts(&doc, &activator.host)
         };
-        let reading = tokio::time::timeout(REQUEST_TIMEOUT, reading)
+        let reading = tokio::time::timeout(timeout, reading)
             .await
-            .unwrap_or_else(|_| Err(format!("{url}: no answer within {REQUEST_TIMEOUT:?}")));
+            .unwrap_or_else(|_| Err(format!("{url}: no answer within {timeout:?}")));
         let new = match reading {
             Ok(c) => Counts::Seen(c),
             Err(e) => Counts::Failed(e),
@@ -166,7 +156,7 @@ async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing) {
         if tx.is_closed() {
             return;
         }
-        tokio::time::sleep(POLL_EVERY).await;
+        tokio::time::sleep(limits.activator_poll).await;
     }
 }
 
