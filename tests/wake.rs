@@ -33,10 +33,12 @@ async fn a_held_request_wakes_the_deployment() {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         routes: vec![route],
-        max_body: 1 << 20,
         kube_api: None,
-        drain: Duration::from_secs(1),
-        limits: infscale::activator::limits::ClientLimits::default(),
+        limits: infscale::activator::limits::Limits {
+            max_body: 1 << 20,
+            drain: Duration::from_secs(1),
+            ..Default::default()
+        },
     })
     .await
     .unwrap();
