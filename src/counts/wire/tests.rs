@@ -88,7 +88,7 @@ fn data_that_is_not_counts_is_an_error_and_reading_goes_on() {
 
 #[test]
 fn oversize_lines_and_events_fail_the_stream() {
-    let long = vec![b'x'; 65];
+    let long = [b'x'; 65];
     let mut d = Decoder::new(64);
     assert_eq!(d.feed(&long[..40]).count(), 0);
     assert_eq!(
