@@ -1,6 +1,11 @@
-//! The bounds on what comes from outside, in one place: how long a duration may be, how large a
-//! value KEDA can take, how much trigger metadata a caller may send. Every check that enforces
-//! one names the flag or key it read.
+//! The validation bounds on what comes from outside, in one place: how long a duration may be,
+//! how large a value KEDA can take, how much trigger metadata a caller may send. Every check that
+//! enforces one names the flag or key it read.
+//!
+//! These are fixed rules on input, not settings. The operational limits (timeouts, periods,
+//! back-offs, caps on connections and bytes), which an operator may tune, are the `Limits`
+//! structs of each binary: [`crate::scaler::limits::Limits`] for `infscale serve` and
+//! [`crate::activator::limits::Limits`] for `infscale activator`.
 
 use std::time::Duration;
 

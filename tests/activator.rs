@@ -272,6 +272,42 @@ async fn the_watch_endpoint_reports_a_held_request_at_once() {
     );
 }
 
+/// The watch stream as the scaler reads it: `text/event-stream`, the counts at once, decoded by
+/// the scaler's own decoder, and a keep-alive comment once nothing changed for the interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_stream_decodes_and_keeps_alive() {
+    use infscale::counts::wire::{Decoder, KEEP_ALIVE};
+    let up = upstream(Arc::new(AtomicBool::new(false))).await;
+    let limits = infscale::activator::limits::Limits {
+        watch_keep_alive: Duration::from_millis(200),
+        ..common::model::limits()
+    };
+    let a = common::model::activator_with(up, 10, 30.0, limits).await;
+    let mut watch = client()
+        .get(format!("http://{}/queue/watch", a.admin))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(watch.headers()["content-type"], "text/event-stream");
+    assert_eq!(watch.headers()["cache-control"], "no-cache");
+    let first = watch.chunk().await.unwrap().unwrap();
+    let events: Vec<_> = Decoder::new(1 << 16).feed(&first).collect();
+    assert_eq!(events.len(), 1, "{first:?}");
+    assert_eq!(events[0].as_ref().unwrap()["chat"].held, Some(0));
+    let quiet = Instant::now();
+    let next = tokio::time::timeout(Duration::from_secs(5), watch.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(&next[..], KEEP_ALIVE);
+    assert!(
+        quiet.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        quiet.elapsed()
+    );
+}
+
 /// An upstream that answers `/health` and `/seq` on `addr` until told to stop, then closes its
 /// connections too (as a pod that went away).
 async fn stoppable_upstream(

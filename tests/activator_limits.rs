@@ -5,18 +5,18 @@
 mod common;
 
 use common::model::{activator_with, held, upstream, wait_held};
-use infscale::activator::limits::ClientLimits;
+use infscale::activator::limits::Limits;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn limits() -> ClientLimits {
-    ClientLimits {
+fn limits() -> Limits {
+    Limits {
         header_timeout: Duration::from_secs(1),
         body_timeout: Duration::from_secs(1),
-        ..ClientLimits::default()
+        ..common::model::limits()
     }
 }
 
@@ -93,7 +93,7 @@ async fn slow_heads_and_bodies_time_out_and_ordinary_requests_go_on() {
 async fn large_bodies_share_a_budget_and_the_held_requests_are_all_served() {
     let ready = Arc::new(AtomicBool::new(false));
     let up = upstream(ready.clone()).await;
-    let a = activator_with(up, 1000, 60.0, ClientLimits::default()).await;
+    let a = activator_with(up, 1000, 60.0, common::model::limits()).await;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()
@@ -151,7 +151,7 @@ async fn large_bodies_share_a_budget_and_the_held_requests_are_all_served() {
 async fn a_request_during_the_drain_is_refused_at_once() {
     let ready = Arc::new(AtomicBool::new(true));
     let up = upstream(ready).await;
-    let mut a = activator_with(up, 100, 30.0, ClientLimits::default()).await;
+    let mut a = activator_with(up, 100, 30.0, common::model::limits()).await;
     // A keep-alive connection, used once before the drain.
     let mut kept = TcpStream::connect(a.proxy).unwrap();
     kept.write_all(b"GET /seq HTTP/1.1\r\nhost: chat\r\nx-seq: 1\r\n\r\n")

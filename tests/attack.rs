@@ -9,7 +9,8 @@ use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{
     active_when, client, config, free_port, metrics_request, next_push, object, start, value_when,
 };
-use infscale::scaler::server::{Bounds, Config};
+use infscale::scaler::limits::Limits;
+use infscale::scaler::server::Config;
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -99,9 +100,9 @@ async fn oversized_metadata_and_too_many_targets_are_refused() {
     let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(1)));
     let running = start(Config {
         statics: HashMap::from([("chat".to_owned(), vec![replica.url()])]),
-        bounds: Bounds {
+        limits: Limits {
             max_targets: 3,
-            ..Bounds::default()
+            ..Limits::default()
         },
         ..config()
     })
@@ -193,9 +194,9 @@ async fn idle_connections_are_closed_and_keda_keeps_working() {
     let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(3)));
     let running = start(Config {
         statics: HashMap::from([("chat".to_owned(), vec![replica.url()])]),
-        bounds: Bounds {
+        limits: Limits {
             connection_idle: Duration::from_secs(2),
-            ..Bounds::default()
+            ..Limits::default()
         },
         ..config()
     })

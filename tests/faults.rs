@@ -12,6 +12,7 @@ use common::scaler::{
     active_when, client, config, metrics_request, next_push, object, push_after_hold, refused_url,
     start, value_when,
 };
+use infscale::scaler::limits::Limits;
 use infscale::scaler::proto::ScaledObjectRef;
 use infscale::scaler::server::Config;
 use infscale::scaling::hpa::replicas::{external_per_pod, to_milli, Tolerances};
@@ -291,7 +292,10 @@ async fn an_overload_with_unreadable_pods_keeps_the_replicas() {
 async fn series_per_trigger_removed_when_the_collector_stops() {
     let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(4)));
     let running_server = start(Config {
-        idle_stop: Duration::from_secs(1),
+        limits: Limits {
+            idle_stop: Duration::from_secs(1),
+            ..Limits::default()
+        },
         ..statics(&[("chat", vec![replica.url()])])
     })
     .await;

@@ -11,6 +11,7 @@ use common::scaler::{
     client, config, metrics_request, next_push, object, push_after_hold, start, value_when,
 };
 use infscale::metrics::{read_page, Replica, ServerChoice};
+use infscale::scaler::limits::Limits;
 use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
 use infscale::scaler::server::Config;
 use infscale::scaling::{evaluate, Metric, Observation, Policy, ScalerState};
@@ -437,7 +438,10 @@ async fn the_last_pod_list_outlives_the_api_for_a_bounded_time() {
     let running = start(Config {
         kube_api: Some(api.server.url("")),
         use_kube: true,
-        staleness: Duration::from_secs(2),
+        limits: Limits {
+            staleness: Duration::from_secs(2),
+            ..Limits::default()
+        },
         ..config()
     })
     .await;

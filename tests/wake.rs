@@ -33,10 +33,12 @@ async fn a_held_request_wakes_the_deployment() {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         routes: vec![route],
-        max_body: 1 << 20,
         kube_api: None,
-        drain: Duration::from_secs(1),
-        limits: infscale::activator::limits::ClientLimits::default(),
+        limits: infscale::activator::limits::Limits {
+            max_body: 1 << 20,
+            drain: Duration::from_secs(1),
+            ..Default::default()
+        },
     })
     .await
     .unwrap();
@@ -52,11 +54,11 @@ async fn a_held_request_wakes_the_deployment() {
         kube_api: Some(api.server.url("")),
         use_kube: true,
         scrape_via: Some(ScrapeVia::Direct),
-        max_page_bytes: 1 << 20,
-        max_concurrent_scrapes: 8,
-        idle_stop: Duration::from_secs(600),
-        staleness: Duration::from_secs(300),
-        bounds: infscale::scaler::server::Bounds::default(),
+        limits: infscale::scaler::limits::Limits {
+            max_page_bytes: 1 << 20,
+            max_concurrent_scrapes: 8,
+            ..Default::default()
+        },
     })
     .await
     .unwrap();

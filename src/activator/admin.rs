@@ -4,19 +4,22 @@
 //! `GET /queue` answers the KEDA HTTP add-on's format (`{ "<host>": { "Concurrency": n,
 //! "RequestCount": n, "Held": n } }`); `GET /queue/watch` is a server-sent event stream that
 //! sends the same document on connect and again the moment any count changes (plus a keep-alive
-//! comment every 5 s), so the scaler can push `StreamIsActive` within milliseconds.
+//! comment when nothing was sent for a while), so the scaler can push `StreamIsActive` within
+//! milliseconds. The event bytes are [`crate::counts::wire`]'s, which the scaler decodes.
 
 use super::hold::RouteState;
 use super::telemetry::Telemetry;
-use crate::counts::QueueCounts;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use crate::counts::{wire, QueueCounts};
+use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
+use bytes::Bytes;
 use futures::Stream;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Everything the admin endpoint reads.
 #[derive(Clone)]
@@ -24,6 +27,8 @@ pub struct Admin {
     pub routes: Arc<Vec<Arc<RouteState>>>,
     pub changes: watch::Receiver<u64>,
     pub telemetry: Arc<Telemetry>,
+    /// The longest `/queue/watch` stays silent before a keep-alive comment.
+    pub keep_alive: Duration,
 }
 
 impl Admin {
@@ -40,24 +45,34 @@ impl Admin {
         counts
     }
 
-    fn json(&self) -> String {
-        serde_json::to_string(&self.counts()).unwrap_or_else(|_| "{}".to_owned())
-    }
-
-    fn events(self) -> impl Stream<Item = Result<Event, Infallible>> {
+    /// The watch stream: the counts at once, then on every change, and a keep-alive after
+    /// `keep_alive` without either.
+    fn events(self) -> impl Stream<Item = Result<Bytes, Infallible>> {
         let mut rx = self.changes.clone();
         rx.mark_changed();
+        let quiet_until = Instant::now() + self.keep_alive;
         futures::stream::unfold(
-            (self, rx, None::<String>),
-            |(admin, mut rx, mut last)| async move {
+            (self, rx, None::<Bytes>, quiet_until),
+            |(admin, mut rx, mut last, quiet_until)| async move {
                 loop {
-                    if rx.changed().await.is_err() {
-                        return None;
-                    }
-                    let doc = admin.json();
-                    if last.as_deref() != Some(doc.as_str()) {
-                        last = Some(doc.clone());
-                        return Some((Ok(Event::default().data(doc)), (admin, rx, last)));
+                    tokio::select! {
+                        biased;
+                        changed = rx.changed() => {
+                            if changed.is_err() {
+                                return None;
+                            }
+                            let event = wire::event(&admin.counts());
+                            if last.as_ref() != Some(&event) {
+                                last = Some(event.clone());
+                                let next = Instant::now() + admin.keep_alive;
+                                return Some((Ok(event), (admin, rx, last, next)));
+                            }
+                        }
+                        _ = tokio::time::sleep_until(quiet_until) => {
+                            let next = Instant::now() + admin.keep_alive;
+                            let comment = Bytes::from_static(wire::KEEP_ALIVE);
+                            return Some((Ok(comment), (admin, rx, last, next)));
+                        }
                     }
                 }
             },
@@ -74,7 +89,10 @@ impl Admin {
                 "/queue",
                 get(move || {
                     let a = queue.clone();
-                    async move { ([("content-type", "application/json")], a.json()) }
+                    async move {
+                        let doc = wire::document(&a.counts());
+                        ([("content-type", "application/json")], doc)
+                    }
                 }),
             )
             .route(
@@ -82,8 +100,11 @@ impl Admin {
                 get(move || {
                     let a = watch.clone();
                     async move {
-                        Sse::new(a.events())
-                            .keep_alive(KeepAlive::new().interval(Duration::from_secs(5)))
+                        let headers = [
+                            ("content-type", wire::CONTENT_TYPE),
+                            ("cache-control", "no-cache"),
+                        ];
+                        (headers, Body::from_stream(a.events()))
                     }
                 }),
             )

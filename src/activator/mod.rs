@@ -4,9 +4,13 @@
 //! held requests and its counts; [`readiness`] learns when an upstream is ready (EndpointSlices,
 //! or a health probe); [`proxy`] holds and forwards; [`admin`] serves the counts the scaler
 //! reads (`/queue`, `/queue/watch`) and [`telemetry`] the activator's own `/metrics`; [`server`]
-//! assembles them with a graceful shutdown.
+//! assembles them with a graceful shutdown. [`limits`] holds every operational bound, passed
+//! down from the server; [`budget`] and [`client_conn`] enforce the ones on client bodies and
+//! connections.
 
 pub mod admin;
+pub mod budget;
+pub mod client_conn;
 pub mod hold;
 pub mod limits;
 pub mod preface;

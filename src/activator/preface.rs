@@ -17,9 +17,10 @@ pub enum Speaks {
     Http2,
 }
 
-/// Waits until the first bytes tell the protocol; `None` when the client closes first. The
-/// caller bounds the wait (a client that sends nothing is the slow-loris case).
-pub async fn speaks(stream: &TcpStream) -> std::io::Result<Option<Speaks>> {
+/// Waits until the first bytes tell the protocol, peeking again every `poll` while only a part of
+/// the preface is in; `None` when the client closes first. The caller bounds the wait (a client
+/// that sends nothing is the slow-loris case).
+pub async fn speaks(stream: &TcpStream, poll: Duration) -> std::io::Result<Option<Speaks>> {
     let mut first = [0u8; PREFACE.len()];
     loop {
         let n = stream.peek(&mut first).await?;
@@ -28,7 +29,7 @@ pub async fn speaks(stream: &TcpStream) -> std::io::Result<Option<Speaks>> {
             Judged::Is(speaks) => return Ok(Some(speaks)),
             // Only a part of the preface so far. Peeking again would return the same bytes at
             // once, so wait a little for the rest (h2 clients send the preface in one write).
-            Judged::NeedMore => tokio::time::sleep(Duration::from_millis(5)).await,
+            Judged::NeedMore => tokio::time::sleep(poll).await,
         }
     }
 }

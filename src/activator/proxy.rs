@@ -7,11 +7,12 @@
 //! both ways; upstream connections are pooled. Every request ends forwarded or with a JSON answer:
 //! 404 no route, 408 body too slow, 413 body too large, 503 route full, body budget spent or
 //! shutting down (with `Connection: close`), 504 hold timeout, 502 upstream failed. Bodies count
-//! against one memory budget (`limits::Budget`) while they are read and held; an upstream silent
+//! against one memory budget (`budget::Budget`) while they are read and held; an upstream silent
 //! for `upstream_idle` in the middle of a response is cut.
 
+use super::budget::{Budget, Reservation};
 use super::hold::{Admission, Release, RouteState, Turn};
-use super::limits::{Budget, ClientLimits, Reservation};
+use super::limits::Limits;
 use super::telemetry::Telemetry;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -34,9 +35,8 @@ pub struct Proxy {
     /// Each route's counters, in the order of `routes`.
     pub route_telemetry: Vec<super::telemetry::RouteTelemetry>,
     pub client: Client<HttpConnector, UpstreamBody>,
-    pub max_body: usize,
     pub telemetry: Arc<Telemetry>,
-    pub limits: ClientLimits,
+    pub limits: Limits,
     pub budget: Arc<Budget>,
 }
 
@@ -284,7 +284,7 @@ impl Proxy {
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            .is_some_and(|n| n > self.max_body as u64);
+            .is_some_and(|n| n > self.limits.max_body as u64);
         if too_large {
             self.telemetry.reject(host, "body_too_large");
             return answer(
@@ -496,13 +496,14 @@ impl Proxy {
         }
         let read = async {
             let mut body = std::pin::pin!(body);
-            let mut out = bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(self.max_body));
+            let mut out =
+                bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(self.limits.max_body));
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|_| BodyRefusal::Unreadable)?;
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                if out.len() + data.len() > self.max_body {
+                if out.len() + data.len() > self.limits.max_body {
                     return Err(BodyRefusal::TooLarge);
                 }
                 let past_declared = (out.len() + data.len()).saturating_sub(declared.unwrap_or(0));

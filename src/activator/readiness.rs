@@ -1,16 +1,18 @@
 //! Knowing when a route's upstream has a ready replica.
 //!
 //! In a cluster, the route's Service's EndpointSlices are watched (kube's reflector): ready as
-//! soon as any endpoint is. Outside one, the upstream's health path is probed: every 25 ms while
-//! requests are held (and at once when one arrives), every few seconds otherwise, each probe on a
-//! fresh connection (a pooled one can race the server's own keep-alive close and fail a healthy
-//! server). A ready route turns not ready only after [`FAILURES`] probes in a row fail, and the
-//! log says why (refused, timed out, or the status); a route that is not ready turns ready on the
-//! first success. Either task is woken when a request is held or the upstream refused a
-//! connection (the route is then not ready): the probe probes at once; the EndpointSlice watch
-//! looks at its store again 250 ms later, since endpoints can outlive the process behind them.
+//! soon as any endpoint is. Outside one, the upstream's health path is probed: every
+//! [`Limits::probe_held`] while requests are held (and at once when one arrives), every
+//! [`Limits::probe_idle`] otherwise, each probe on a fresh connection (a pooled one can race the
+//! server's own keep-alive close and fail a healthy server). A ready route turns not ready only
+//! after [`Limits::probe_failures`] probes in a row fail, and the log says why (refused, timed
+//! out, or the status); a route that is not ready turns ready on the first success. Either task
+//! is woken when a request is held or the upstream refused a connection (the route is then not
+//! ready): the probe probes at once; the EndpointSlice watch looks at its store again
+//! [`Limits::endpoints_recheck`] later, since endpoints can outlive the process behind them.
 
 use super::hold::RouteState;
+use super::limits::Limits;
 use super::routes::Readiness;
 use futures::StreamExt;
 use http_body_util::Empty;
@@ -20,26 +22,16 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Probe cadence while requests are held.
-pub const PROBE_HELD: Duration = Duration::from_millis(25);
-/// How long the EndpointSlice watch waits before looking at its store again when woken.
-const RECHECK: Duration = Duration::from_millis(250);
-/// Failed probes in a row that turn a ready route not ready.
-pub const FAILURES: u32 = 3;
-/// Probe cadence while nothing is held.
-pub const PROBE_IDLE: Duration = Duration::from_secs(5);
-const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Starts the route's readiness task.
 pub fn start(
     state: Arc<RouteState>,
     kube: Option<kube::Client>,
     client: Client<HttpConnector, Empty<bytes::Bytes>>,
+    limits: Limits,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     match state.route.readiness.clone() {
-        Readiness::Probe { path } => Ok(tokio::spawn(probe(state, client, path))),
+        Readiness::Probe { path } => Ok(tokio::spawn(probe(state, client, path, limits))),
         Readiness::EndpointSlices { service, namespace } => {
             let kube = kube.ok_or_else(|| {
                 format!(
@@ -48,7 +40,7 @@ pub fn start(
                 )
             })?;
             Ok(tokio::spawn(endpoint_slices(
-                state, kube, service, namespace,
+                state, kube, service, namespace, limits,
             )))
         }
     }
@@ -58,6 +50,7 @@ async fn probe(
     state: Arc<RouteState>,
     client: Client<HttpConnector, Empty<bytes::Bytes>>,
     path: String,
+    limits: Limits,
 ) {
     let uri: http::Uri = match format!("{}{path}", state.route.upstream).parse() {
         Ok(u) => u,
@@ -68,13 +61,13 @@ async fn probe(
     };
     let mut failures = 0;
     loop {
-        let answer = tokio::time::timeout(PROBE_TIMEOUT, client.get(uri.clone())).await;
+        let answer = tokio::time::timeout(limits.probe_timeout, client.get(uri.clone())).await;
         let failure = match answer {
             Ok(Ok(r)) if r.status().is_success() => None,
             Ok(Ok(r)) => Some(format!("HTTP status {}", r.status().as_u16())),
             Ok(Err(e)) if e.is_connect() => Some(format!("cannot connect: {e}")),
             Ok(Err(e)) => Some(e.to_string()),
-            Err(_) => Some(format!("no answer within {PROBE_TIMEOUT:?}")),
+            Err(_) => Some(format!("no answer within {:?}", limits.probe_timeout)),
         };
         match failure {
             None => {
@@ -83,7 +76,7 @@ async fn probe(
             }
             Some(why) => {
                 failures += 1;
-                if state.is_ready() && failures >= FAILURES {
+                if state.is_ready() && failures >= limits.probe_failures {
                     tracing::warn!(route = %state.route.counts_host, %why, failures, "health probe failing: not ready");
                     state.set_ready(false);
                 } else if !state.is_ready() {
@@ -92,9 +85,9 @@ async fn probe(
             }
         }
         let pause = if state.waiting() > 0 {
-            PROBE_HELD
+            limits.probe_held
         } else {
-            PROBE_IDLE
+            limits.probe_idle
         };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
@@ -117,6 +110,7 @@ async fn endpoint_slices(
     kube: kube::Client,
     service: String,
     namespace: String,
+    limits: Limits,
 ) {
     let api: Api<EndpointSlice> = Api::namespaced(kube, &namespace);
     let (store, writer) = reflector::store();
@@ -142,7 +136,7 @@ async fn endpoint_slices(
                 }
             },
             _ = state.wake.notified(), if recheck.is_none() => {
-                recheck = Some(tokio::time::Instant::now() + RECHECK);
+                recheck = Some(tokio::time::Instant::now() + limits.endpoints_recheck);
             }
             _ = due => {
                 recheck = None;

@@ -3,8 +3,10 @@
 //! and lets forwarded ones finish.
 
 use super::admin::Admin;
+use super::budget::Budget;
+use super::client_conn::ClientConn;
 use super::hold::RouteState;
-use super::limits::{Budget, ClientConn, ClientLimits};
+use super::limits::Limits;
 use super::preface::{self, Speaks};
 use super::proxy::Proxy;
 use super::readiness;
@@ -20,7 +22,6 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
@@ -30,13 +31,9 @@ pub struct Config {
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub routes: Vec<Route>,
-    /// The largest request body accepted, bytes.
-    pub max_body: usize,
     /// Talk to this API server without credentials; otherwise in-cluster or kubeconfig.
     pub kube_api: Option<String>,
-    /// How long forwarded requests may take to finish after a shutdown signal.
-    pub drain: Duration,
-    pub limits: ClientLimits,
+    pub limits: Limits,
 }
 
 /// The activator's sockets, bound, not yet serving.
@@ -70,10 +67,10 @@ pub async fn bind(config: Config) -> anyhow::Result<Bound> {
     })
 }
 
-fn http_connector() -> HttpConnector {
+fn http_connector(limits: &Limits) -> HttpConnector {
     let mut c = HttpConnector::new();
     c.set_nodelay(true);
-    c.set_connect_timeout(Some(Duration::from_secs(5)));
+    c.set_connect_timeout(Some(limits.connect_timeout));
     c
 }
 
@@ -84,6 +81,7 @@ impl Bound {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let config = self.config;
+        let limits = config.limits;
         let (changes, changes_rx) = watch::channel(0u64);
         let changes = Arc::new(changes);
         let routes: Vec<Arc<RouteState>> = config
@@ -110,19 +108,19 @@ impl Bound {
         let probe_client: Client<HttpConnector, Empty<Bytes>> =
             Client::builder(TokioExecutor::new())
                 .pool_max_idle_per_host(0)
-                .build(http_connector());
+                .build(http_connector(&limits));
         let mut tasks = Vec::new();
         for r in &routes {
-            let task = readiness::start(r.clone(), kube.clone(), probe_client.clone())
+            let task = readiness::start(r.clone(), kube.clone(), probe_client.clone(), limits)
                 .map_err(anyhow::Error::msg)?;
             tasks.push(task);
         }
         let telemetry = Arc::new(Telemetry::new().with_routes(&routes));
         let client: Client<HttpConnector, super::proxy::UpstreamBody> =
             Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(90))
-                .pool_max_idle_per_host(1024)
-                .build(http_connector());
+                .pool_idle_timeout(limits.pool_idle)
+                .pool_max_idle_per_host(limits.pool_max_idle)
+                .build(http_connector(&limits));
         let proxy = Arc::new(Proxy {
             route_telemetry: routes
                 .iter()
@@ -130,15 +128,15 @@ impl Bound {
                 .collect(),
             routes: routes.clone(),
             client,
-            max_body: config.max_body,
             telemetry: telemetry.clone(),
-            limits: config.limits.clone(),
-            budget: Budget::new(config.limits.body_budget),
+            limits,
+            budget: Budget::new(limits.body_budget),
         });
         let admin = Admin {
             routes: Arc::new(routes.clone()),
             changes: changes_rx,
             telemetry,
+            keep_alive: limits.watch_keep_alive,
         };
         let admin_listener = self.admin;
         tasks.push(tokio::spawn(async move {
@@ -157,12 +155,12 @@ impl Bound {
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1
             .timer(TokioTimer::new())
-            .header_read_timeout(config.limits.header_timeout);
+            .header_read_timeout(limits.header_timeout);
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())
-            .keep_alive_interval(config.limits.header_timeout);
-        let permits = Arc::new(Semaphore::new(config.limits.max_connections.max(1)));
+            .keep_alive_interval(limits.header_timeout);
+        let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
         let listener = self.proxy;
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
@@ -172,7 +170,7 @@ impl Bound {
                         Ok(a) => a,
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            tokio::time::sleep(limits.accept_backoff).await;
                             continue;
                         }
                     };
@@ -187,10 +185,10 @@ impl Bound {
                         async move { Ok::<_, Infallible>(p.handle(req, peer).await) }
                     });
                     let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
-                    let (header_timeout, stall) = (config.limits.header_timeout, config.limits.client_stall);
+                    let (header_timeout, stall, poll) = (limits.header_timeout, limits.client_stall, limits.preface_poll);
                     tokio::spawn(async move {
                         // The protocol from the first bytes, within the head's time limit.
-                        let speaks = match tokio::time::timeout(header_timeout, preface::speaks(&stream)).await {
+                        let speaks = match tokio::time::timeout(header_timeout, preface::speaks(&stream, poll)).await {
                             Ok(Ok(Some(speaks))) => speaks,
                             _ => return,
                         };
@@ -213,7 +211,7 @@ impl Bound {
         }
         tokio::select! {
             _ = graceful.shutdown() => {}
-            _ = tokio::time::sleep(config.drain) => tracing::warn!("drain timeout: closing the remaining connections"),
+            _ = tokio::time::sleep(limits.drain) => tracing::warn!("drain timeout: closing the remaining connections"),
         }
         for t in tasks {
             t.abort();

@@ -2,6 +2,7 @@
 
 use super::checks::positive_seconds;
 use super::serve::{init_logging, shutdown_signal};
+use crate::activator::limits::Limits;
 use crate::activator::routes::{self, RouteSpec};
 use crate::activator::server::{self, Config};
 use anyhow::{bail, Context};
@@ -72,6 +73,18 @@ pub struct Args {
     /// Seconds a client may read nothing of its response before it is cut.
     #[arg(long, default_value_t = 120.0)]
     pub client_stall: f64,
+    /// Seconds between health probes while requests are held (routes probed by a health path).
+    #[arg(long, default_value_t = 0.025)]
+    pub probe_held_seconds: f64,
+    /// Seconds between health probes while nothing is held.
+    #[arg(long, default_value_t = 5.0)]
+    pub probe_idle_seconds: f64,
+    /// Seconds one health probe may take before it counts as failed.
+    #[arg(long, default_value_t = 1.0)]
+    pub probe_timeout_seconds: f64,
+    /// Failed health probes in a row that turn a ready route not ready.
+    #[arg(long, default_value_t = 3)]
+    pub probe_failures: u32,
     /// Log format: text or json (level from RUST_LOG, default info).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -113,25 +126,38 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
         }
         (None, None) => bail!("give --routes FILE or --upstream URL"),
     };
-    let drain = super::checks::seconds_from_zero("--drain-seconds", args.drain_seconds)?;
-    if args.max_body_bytes == 0 {
-        bail!("--max-body-bytes must be above 0");
-    }
     Ok(Config {
         listen: args.listen,
         admin_listen: args.admin_listen,
         routes,
-        max_body: args.max_body_bytes,
         kube_api: args.kube_api.clone(),
+        limits: limits(args)?,
+    })
+}
+
+/// The limits the flags set, the others at their defaults.
+pub fn limits(args: &Args) -> anyhow::Result<Limits> {
+    let drain = super::checks::seconds_from_zero("--drain-seconds", args.drain_seconds)?;
+    if args.max_body_bytes == 0 {
+        bail!("--max-body-bytes must be above 0");
+    }
+    if args.probe_failures == 0 {
+        bail!("--probe-failures 0: expected at least 1");
+    }
+    Ok(Limits {
+        max_connections: args.max_connections.max(1),
+        header_timeout: positive_seconds("--header-timeout", args.header_timeout)?,
+        body_timeout: positive_seconds("--body-timeout", args.body_timeout)?,
+        max_body: args.max_body_bytes,
+        body_budget: args.body_budget_bytes,
+        upstream_idle: positive_seconds("--upstream-idle", args.upstream_idle)?,
+        client_stall: positive_seconds("--client-stall", args.client_stall)?,
         drain,
-        limits: crate::activator::limits::ClientLimits {
-            max_connections: args.max_connections.max(1),
-            header_timeout: positive_seconds("--header-timeout", args.header_timeout)?,
-            body_timeout: positive_seconds("--body-timeout", args.body_timeout)?,
-            body_budget: args.body_budget_bytes,
-            upstream_idle: positive_seconds("--upstream-idle", args.upstream_idle)?,
-            client_stall: positive_seconds("--client-stall", args.client_stall)?,
-        },
+        probe_held: positive_seconds("--probe-held-seconds", args.probe_held_seconds)?,
+        probe_idle: positive_seconds("--probe-idle-seconds", args.probe_idle_seconds)?,
+        probe_timeout: positive_seconds("--probe-timeout-seconds", args.probe_timeout_seconds)?,
+        probe_failures: args.probe_failures,
+        ..Limits::default()
     })
 }
 
@@ -141,4 +167,37 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bound = server::bind(config).await?;
     bound.run(shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Activator {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parsed(flags: &[&str]) -> Args {
+        use clap::Parser;
+        let all = ["activator", "--upstream", "http://127.0.0.1:8000"];
+        Activator::parse_from(all.iter().chain(flags).copied()).args
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_limits_defaults() {
+        assert_eq!(limits(&parsed(&[])).unwrap(), Limits::default());
+        let set = limits(&parsed(&[
+            "--probe-held-seconds",
+            "0.1",
+            "--probe-failures",
+            "5",
+        ]))
+        .unwrap();
+        assert_eq!(set.probe_held, std::time::Duration::from_millis(100));
+        assert_eq!(set.probe_failures, 5);
+        assert!(limits(&parsed(&["--probe-failures", "0"])).is_err());
+        assert!(limits(&parsed(&["--probe-idle-seconds=-1"])).is_err());
+    }
 }

@@ -2,7 +2,8 @@
 
 use super::checks::{positive_seconds, seconds_from_zero};
 use crate::scaler::discovery::{ScrapeVia, StaticTargets};
-use crate::scaler::server::{self, Bounds, Config, TlsFiles};
+use crate::scaler::limits::Limits;
+use crate::scaler::server::{self, Config, TlsFiles};
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -71,6 +72,13 @@ pub struct Args {
     /// After SIGTERM, how long calls in flight have before the process exits (streams end at once).
     #[arg(long, default_value_t = 10.0)]
     pub drain_seconds: f64,
+    /// Seconds an activator has to answer `/queue`, or the head of its `/queue/watch`.
+    #[arg(long, default_value_t = 2.0)]
+    pub activator_timeout_seconds: f64,
+    /// Seconds an activator's `/queue/watch` may stay silent (no event, no keep-alive) before it
+    /// counts as stalled; keep it above twice the activator's keep-alive interval (5 s).
+    #[arg(long, default_value_t = 12.0)]
+    pub activator_watch_idle_seconds: f64,
     /// Log format: text or json (level from RUST_LOG, default info).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -130,8 +138,35 @@ fn at_least_one(flag: &str, n: usize) -> anyhow::Result<usize> {
     Ok(n)
 }
 
+/// The limits the flags set, the others at their defaults.
+pub fn limits(args: &Args) -> anyhow::Result<Limits> {
+    Ok(Limits {
+        max_targets: at_least_one("--max-targets", args.max_targets)?,
+        max_connections: at_least_one("--max-connections", args.max_connections)?,
+        connection_idle: positive_seconds(
+            "--connection-idle-seconds",
+            args.connection_idle_seconds,
+        )?,
+        drain: seconds_from_zero("--drain-seconds", args.drain_seconds)?,
+        idle_stop: positive_seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
+        max_page_bytes: args.max_page_bytes,
+        max_concurrent_scrapes: args.max_concurrent_scrapes,
+        staleness: positive_seconds("--stale-after-seconds", args.stale_after_seconds)?,
+        activator_timeout: positive_seconds(
+            "--activator-timeout-seconds",
+            args.activator_timeout_seconds,
+        )?,
+        activator_watch_idle: positive_seconds(
+            "--activator-watch-idle-seconds",
+            args.activator_watch_idle_seconds,
+        )?,
+        ..Limits::default()
+    })
+}
+
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
+    let limits = limits(&args)?;
     let metrics_listen =
         match args.metrics_listen.as_str() {
             "none" => None,
@@ -152,19 +187,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         kube_api: args.kube_api,
         use_kube: !args.no_kube,
         scrape_via: args.scrape_via,
-        max_page_bytes: args.max_page_bytes,
-        max_concurrent_scrapes: args.max_concurrent_scrapes,
-        idle_stop: positive_seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
-        staleness: positive_seconds("--stale-after-seconds", args.stale_after_seconds)?,
-        bounds: Bounds {
-            max_targets: at_least_one("--max-targets", args.max_targets)?,
-            max_connections: at_least_one("--max-connections", args.max_connections)?,
-            connection_idle: positive_seconds(
-                "--connection-idle-seconds",
-                args.connection_idle_seconds,
-            )?,
-            drain: seconds_from_zero("--drain-seconds", args.drain_seconds)?,
-        },
+        limits,
     };
     let bound = server::bind(config).await?;
     bound.run(shutdown_signal()).await?;
@@ -184,5 +207,31 @@ mod tests {
         assert_eq!(m["chat"].len(), 2);
         assert!(static_targets(&["chat".into()]).is_err());
         assert!(static_targets(&["chat=file.prom".into()]).is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parsed(flags: &[&str]) -> Args {
+        use clap::Parser;
+        Serve::parse_from(std::iter::once("serve").chain(flags.iter().copied())).args
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_limits_defaults() {
+        assert_eq!(limits(&parsed(&[])).unwrap(), Limits::default());
+        let set = limits(&parsed(&[
+            "--activator-timeout-seconds",
+            "0.5",
+            "--activator-watch-idle-seconds",
+            "30",
+        ]))
+        .unwrap();
+        assert_eq!(set.activator_timeout, std::time::Duration::from_millis(500));
+        assert_eq!(set.activator_watch_idle, std::time::Duration::from_secs(30));
+        assert!(limits(&parsed(&["--activator-timeout-seconds", "0"])).is_err());
     }
 }

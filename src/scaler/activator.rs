@@ -2,30 +2,21 @@
 //! follows every pod of an activator Service and sums them).
 //!
 //! The follower first opens the activator's watch endpoint (`GET {url}/queue/watch`, server-sent
-//! events, one `data:` line of counts JSON per change), so a request held at the activator
+//! events, one `data:` line of counts JSON per change, decoded by [`crate::counts::wire`]), so a request held at the activator
 //! reaches the scaler, and KEDA through `StreamIsActive`, within milliseconds. Where there is no
-//! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue` every 500 ms.
-//! Responses and event lines are size-capped and every read is bounded in time: a `/queue` that
-//! does not answer within [`REQUEST_TIMEOUT`], or a watch silent for [`WATCH_IDLE_TIMEOUT`] (the
-//! activator sends a keep-alive every 5 s), has failed. A failure is published as
-//! [`Counts::Failed`], never as zero held, and the follower reconnects with back-off.
+//! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue`. Responses
+//! and event lines are size-capped and every read is bounded in time: a `/queue` that does not
+//! answer within [`Limits::activator_timeout`], or a watch silent for
+//! [`Limits::activator_watch_idle`] (the activator sends a keep-alive every 5 s), has failed. A
+//! failure is published as [`Counts::Failed`], never as zero held, and the follower reconnects
+//! with back-off.
 
-use crate::counts::{HostCounts, QueueCounts};
+use super::limits::Limits;
+use crate::counts::wire::{self, WireError};
+use crate::counts::HostCounts;
 use crate::source::read_capped;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{watch, Notify};
-
-/// The largest counts document or event line accepted.
-const MAX_BYTES: usize = 1 << 20;
-const POLL_EVERY: Duration = Duration::from_millis(500);
-/// The longest wait for a `/queue` answer or the watch's response head.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// The longest silence on a watch before it counts as stalled: under three of the activator's
-/// 5-second keep-alives.
-pub const WATCH_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
-/// Back-off between reconnects: from the first to the last, doubling.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
 
 /// What the follower last saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,20 +44,21 @@ pub fn follow(
     http: reqwest::Client,
     activator: Source,
     changed: Arc<Notify>,
+    limits: Limits,
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
     let tx = Announcing { tx, changed };
     let task = tokio::spawn(async move {
-        let mut backoff = BACKOFF.0;
+        let mut backoff = limits.activator_backoff;
         loop {
-            let outcome = watch_events(&http, &activator, &tx).await;
+            let outcome = watch_events(&http, &activator, &tx, &limits).await;
             match outcome {
-                Ok(Mode::NoWatch) => poll(&http, &activator, &tx).await,
-                Ok(Mode::Ended) => backoff = BACKOFF.0,
+                Ok(Mode::NoWatch) => poll(&http, &activator, &tx, &limits).await,
+                Ok(Mode::Ended) => backoff = limits.activator_backoff,
                 Err(e) => {
                     tracing::warn!(activator = %activator.url, error = %e, "the activator's held count cannot be read");
                     publish(&tx, Counts::Failed(e));
-                    backoff = (backoff * 2).min(BACKOFF.1);
+                    backoff = (backoff * 2).min(limits.activator_backoff_max);
                 }
             }
             if tx.is_closed() {
@@ -86,21 +78,30 @@ enum Mode {
 }
 
 fn host_counts(doc: &[u8], host: &str) -> Result<HostCounts, String> {
-    let counts: QueueCounts =
-        serde_json::from_slice(doc).map_err(|e| format!("counts are not the /queue JSON: {e}"))?;
+    let counts = wire::counts(doc).map_err(|e| e.to_string())?;
     Ok(counts.get(host).copied().unwrap_or_default())
+}
+
+/// A watch stream's failure as the follower reports it: a framing failure names the URL.
+fn wire_failure(url: &str, e: WireError) -> String {
+    match e {
+        WireError::NotCounts(_) => e.to_string(),
+        WireError::LineTooLong(_) | WireError::EventTooLong(_) => format!("{url}: {e}"),
+    }
 }
 
 async fn watch_events(
     http: &reqwest::Client,
     activator: &Source,
     tx: &Announcing,
+    limits: &Limits,
 ) -> Result<Mode, String> {
+    let (timeout, idle) = (limits.activator_timeout, limits.activator_watch_idle);
     let url = format!("{}/queue/watch", activator.url);
-    let request = http.get(&url).header("accept", "text/event-stream").send();
-    let mut response = tokio::time::timeout(REQUEST_TIMEOUT, request)
+    let request = http.get(&url).header("accept", wire::CONTENT_TYPE).send();
+    let mut response = tokio::time::timeout(timeout, request)
         .await
-        .map_err(|_| format!("{url}: no answer within {REQUEST_TIMEOUT:?}"))?
+        .map_err(|_| format!("{url}: no answer within {timeout:?}"))?
         .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
     if matches!(response.status().as_u16(), 404 | 405 | 501) {
         return Ok(Mode::NoWatch);
@@ -108,43 +109,24 @@ async fn watch_events(
     if !response.status().is_success() {
         return Err(format!("{url}: HTTP status {}", response.status()));
     }
-    let mut line = Vec::new();
-    let mut data = Vec::new();
+    let mut decoder = wire::Decoder::new(limits.activator_max_bytes);
     loop {
-        let chunk = tokio::time::timeout(WATCH_IDLE_TIMEOUT, response.chunk())
+        let chunk = tokio::time::timeout(idle, response.chunk())
             .await
-            .map_err(|_| {
-                format!(
-                    "{url}: silent for {WATCH_IDLE_TIMEOUT:?} (no event, no keep-alive): stalled"
-                )
-            })?
+            .map_err(|_| format!("{url}: silent for {idle:?} (no event, no keep-alive): stalled"))?
             .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
         let Some(chunk) = chunk else { break };
-        for &b in chunk.iter() {
-            if b != b'\n' {
-                line.push(b);
-                if line.len() > MAX_BYTES {
-                    return Err(format!("{url}: an event line over {MAX_BYTES} bytes"));
-                }
-                continue;
-            }
-            let text = line.strip_suffix(b"\r").unwrap_or(&line);
-            if text.is_empty() {
-                if !data.is_empty() {
-                    let counts = host_counts(&data, &activator.host)?;
-                    publish(tx, Counts::Seen(counts));
-                    data.clear();
-                }
-            } else if let Some(payload) = text.strip_prefix(b"data:") {
-                data.extend_from_slice(payload.strip_prefix(b" ").unwrap_or(payload));
-            }
-            line.clear();
+        for event in decoder.feed(&chunk) {
+            let counts = event.map_err(|e| wire_failure(&url, e))?;
+            let mine = counts.get(&activator.host).copied().unwrap_or_default();
+            publish(tx, Counts::Seen(mine));
         }
     }
     Ok(Mode::Ended)
 }
 
-async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing) {
+async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing, limits: &Limits) {
+    let (timeout, max_bytes) = (limits.activator_timeout, limits.activator_max_bytes);
     let url = format!("{}/queue", activator.url);
     loop {
         let reading = async {
@@ -157,15 +139,15 @@ async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing) {
                 return Err(format!("{url}: HTTP status {}", response.status()));
             }
             let body = http::Response::from(response).into_body();
-            let doc = read_capped(body, MAX_BYTES)
+            let doc = read_capped(body, max_bytes)
                 .await
                 .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?
-                .ok_or_else(|| format!("{url}: counts over {MAX_BYTES} bytes"))?;
+                .ok_or_else(|| format!("{url}: counts over {max_bytes} bytes"))?;
             host_counts(&doc, &activator.host)
         };
-        let reading = tokio::time::timeout(REQUEST_TIMEOUT, reading)
+        let reading = tokio::time::timeout(timeout, reading)
             .await
-            .unwrap_or_else(|_| Err(format!("{url}: no answer within {REQUEST_TIMEOUT:?}")));
+            .unwrap_or_else(|_| Err(format!("{url}: no answer within {timeout:?}")));
         let new = match reading {
             Ok(c) => Counts::Seen(c),
             Err(e) => Counts::Failed(e),
@@ -174,7 +156,7 @@ async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing) {
         if tx.is_closed() {
             return;
         }
-        tokio::time::sleep(POLL_EVERY).await;
+        tokio::time::sleep(limits.activator_poll).await;
     }
 }
 

@@ -10,6 +10,7 @@
 //! it shows activity. A Service with no ready activator pod is a fault too.
 
 use super::activator::{self, Counts, Source};
+use super::limits::Limits;
 use super::AbortOnDrop;
 use crate::counts::HostCounts;
 use futures::StreamExt;
@@ -44,6 +45,7 @@ pub fn follow(
     kube: Option<kube::Client>,
     members: Members,
     host: String,
+    limits: Limits,
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
     let task = tokio::spawn(async move {
@@ -58,7 +60,7 @@ pub fn follow(
             }
             (Members::Service { url, .. }, None) => (watch::channel(Ok(vec![url])).1, None),
         };
-        aggregate(http, host, urls, tx).await;
+        aggregate(http, host, urls, tx, limits).await;
     });
     (rx, task)
 }
@@ -74,6 +76,7 @@ async fn aggregate(
     host: String,
     mut urls: watch::Receiver<Result<Vec<String>, String>>,
     tx: watch::Sender<Counts>,
+    limits: Limits,
 ) {
     let changed = Arc::new(Notify::new());
     let mut children: BTreeMap<String, Child> = BTreeMap::new();
@@ -89,7 +92,8 @@ async fn aggregate(
                         url: url.clone(),
                         host: host.clone(),
                     };
-                    let (counts, task) = activator::follow(http.clone(), source, changed.clone());
+                    let (counts, task) =
+                        activator::follow(http.clone(), source, changed.clone(), limits);
                     children.insert(
                         url.clone(),
                         Child {

@@ -13,6 +13,7 @@
 use super::activator::Counts;
 use super::activators;
 use super::discovery::{Discovery, DiscoveryError, PodEndpoint};
+use super::limits::Limits;
 use super::metadata::TargetSpec;
 use super::scrape::{ScrapeError, Scraper};
 use super::telemetry::{Telemetry, TriggerSeries};
@@ -52,6 +53,7 @@ pub struct Shared {
     pub telemetry: Arc<Telemetry>,
     /// The clock every target's time is measured on.
     pub epoch: Instant,
+    pub limits: Limits,
 }
 
 impl Shared {
@@ -112,6 +114,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                 shared.discovery.client.clone(),
                 a.members.clone(),
                 a.host.clone(),
+                shared.limits,
             );
             (Some(rx), Some(AbortOnDrop(task)))
         }
@@ -168,9 +171,6 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     }
 }
 
-/// How often a pod list that has not arrived yet is looked at again within a round.
-const UNSYNCED_RETRY: Duration = Duration::from_millis(50);
-
 /// Discovers and scrapes every `scrapeIntervalSeconds`, handing each round to the collector.
 async fn scrape_rounds(shared: Shared, spec: TargetSpec, out: mpsc::Sender<Round>) {
     let mut discovery: Option<Discovery> = None;
@@ -196,11 +196,12 @@ async fn one_round(shared: &Shared, spec: &TargetSpec, discovery: &mut Option<Di
         return Round::NoPods("no discovery".to_owned());
     };
     // A pod watch that has not listed yet: look again shortly rather than a whole round later.
+    let retry = shared.limits.unsynced_retry;
     let give_up = Instant::now() + spec.scrape_interval;
     let pods = loop {
         match d.pods(&shared.discovery) {
-            Err(DiscoveryError::NotSynced) if Instant::now() + UNSYNCED_RETRY < give_up => {
-                tokio::time::sleep(UNSYNCED_RETRY).await;
+            Err(DiscoveryError::NotSynced) if Instant::now() + retry < give_up => {
+                tokio::time::sleep(retry).await;
             }
             other => break other,
         }

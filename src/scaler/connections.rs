@@ -7,6 +7,7 @@
 //! that (`keepalive`), and the ping's acknowledgement is a byte read. Every accepted socket gets
 //! `TCP_NODELAY`, so a push is not held behind Nagle's algorithm.
 
+use super::limits::Limits;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -98,12 +99,14 @@ impl Connected for Guarded {
     }
 }
 
-/// The listener's connections, at most `max` at once, each closed after `idle` without a read.
-pub fn incoming(
-    listener: TcpListener,
-    max: usize,
-    idle: Duration,
-) -> impl Stream<Item = io::Result<Guarded>> {
+/// The listener's connections, at most `limits.max_connections` at once, each closed after
+/// `limits.connection_idle` without a read.
+pub fn incoming(listener: TcpListener, limits: &Limits) -> impl Stream<Item = io::Result<Guarded>> {
+    let (max, idle, backoff) = (
+        limits.max_connections,
+        limits.connection_idle,
+        limits.accept_backoff,
+    );
     let permits = Arc::new(Semaphore::new(max.max(1)));
     futures::stream::unfold((listener, permits), move |(listener, permits)| async move {
         loop {
@@ -112,7 +115,7 @@ pub fn incoming(
                 Err(e) => {
                     // Out of descriptors, say: wait a little rather than spin.
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(backoff).await;
                     continue;
                 }
             };

@@ -6,13 +6,15 @@
 //! API, or a static list), scrapes them within bounds ([`scrape`]), follows the activator's held
 //! count live ([`activator`]), and publishes what `scaling::evaluate` concludes. Calls only read
 //! that publication. [`server`] assembles the gRPC server with health, reflection and TLS, and
-//! [`telemetry`] is the scaler's own `/metrics`.
+//! [`telemetry`] is the scaler's own `/metrics`. [`limits`] holds every operational bound, passed
+//! down from the server to each part.
 
 pub mod activator;
 pub mod activators;
 pub mod collector;
 pub mod connections;
 pub mod discovery;
+pub mod limits;
 pub mod metadata;
 pub mod proto;
 pub mod registry;

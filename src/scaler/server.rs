@@ -4,6 +4,7 @@
 use super::collector::Shared;
 use super::connections;
 use super::discovery::{ApiHealth, DiscoveryContext, ScrapeVia, StaticTargets};
+use super::limits::Limits;
 use super::metadata::AllowedActivators;
 use super::proto::external_scaler_server::ExternalScalerServer;
 use super::proto::FILE_DESCRIPTOR_SET;
@@ -16,7 +17,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
@@ -43,38 +44,7 @@ pub struct Config {
     /// Whether to use the Kubernetes API at all.
     pub use_kube: bool,
     pub scrape_via: Option<ScrapeVia>,
-    pub max_page_bytes: usize,
-    pub max_concurrent_scrapes: usize,
-    /// Stop a collector no call has asked about for this long.
-    pub idle_stop: Duration,
-    /// Trust the last pod list this long after the API stops answering.
-    pub staleness: Duration,
-    pub bounds: Bounds,
-}
-
-/// What callers can make the scaler hold, and how long a shutdown may take.
-#[derive(Debug, Clone)]
-pub struct Bounds {
-    /// Triggers with a collector at once; a call for one more is `RESOURCE_EXHAUSTED`.
-    pub max_targets: usize,
-    /// gRPC connections at once; one more is closed as it is accepted.
-    pub max_connections: usize,
-    /// A gRPC connection is closed after this long without a byte from its client (the server
-    /// pings three times in it, so a live client always answers in time).
-    pub connection_idle: Duration,
-    /// After SIGTERM: streams are closed at once, and calls in flight get this long.
-    pub drain: Duration,
-}
-
-impl Default for Bounds {
-    fn default() -> Bounds {
-        Bounds {
-            max_targets: 1000,
-            max_connections: 512,
-            connection_idle: Duration::from_secs(120),
-            drain: Duration::from_secs(10),
-        }
-    }
+    pub limits: Limits,
 }
 
 /// The scaler's sockets, bound, not yet serving.
@@ -154,45 +124,44 @@ impl Bound {
         let config = self.config;
         let telemetry = Arc::new(Telemetry::new());
         let via = config.scrape_via.unwrap_or_else(ScrapeVia::here);
+        let limits = config.limits;
         let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .pool_idle_timeout(Duration::from_secs(90))
+            .connect_timeout(limits.connect_timeout)
+            .pool_idle_timeout(limits.pool_idle)
             .build()
             .context("cannot build the HTTP client")?;
         let api = Arc::new(ApiHealth::default());
-        let probe = self.kube.clone().map(|client| {
-            let every =
-                (config.staleness / 4).clamp(Duration::from_millis(250), Duration::from_secs(10));
-            api.clone().probe(client, every)
-        });
+        let probe = self
+            .kube
+            .clone()
+            .map(|client| api.clone().probe(client, limits.api_probe_every()));
         let shared = Shared {
             discovery: DiscoveryContext {
                 statics: Arc::new(config.statics.clone()),
                 client: self.kube.clone(),
                 via,
-                staleness: config.staleness,
+                staleness: limits.staleness,
                 api,
                 watches: Arc::default(),
             },
             scraper: Scraper {
                 http,
                 kube: self.kube,
-                max_bytes: config.max_page_bytes,
+                max_bytes: limits.max_page_bytes,
                 permits: Arc::new(tokio::sync::Semaphore::new(
-                    config.max_concurrent_scrapes.max(1),
+                    limits.max_concurrent_scrapes.max(1),
                 )),
             },
             telemetry: telemetry.clone(),
             epoch: Instant::now(),
+            limits,
         };
-        let registry = Arc::new(Registry::new(shared, config.bounds.max_targets));
+        let registry = Arc::new(Registry::new(shared, limits.max_targets));
         let reaper = {
             let registry = registry.clone();
-            let idle = config.idle_stop;
+            let idle = limits.idle_stop;
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(
-                    (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)),
-                );
+                let mut every = tokio::time::interval(limits.reap_every());
                 loop {
                     every.tick().await;
                     registry.reap(idle);
@@ -205,6 +174,7 @@ impl Bound {
             allowed: self.allowed,
             telemetry: telemetry.clone(),
             closing: closing_rx.clone(),
+            heartbeat: limits.heartbeat,
         };
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ExternalScalerServer<Scaler>>().await;
@@ -231,9 +201,7 @@ impl Bound {
             })
         });
         tracing::info!(listen = %self.grpc.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving KEDA's external scaler protocol");
-        let bounds = config.bounds.clone();
-        let incoming =
-            connections::incoming(self.grpc, bounds.max_connections, bounds.connection_idle);
+        let incoming = connections::incoming(self.grpc, &limits);
         // SIGTERM: tell the streams to end, let tonic finish the calls in flight, and stop
         // waiting for them after the drain.
         let signal = async move {
@@ -242,11 +210,11 @@ impl Bound {
         };
         let drained = async move {
             let _ = closing_rx.wait_for(|closing| *closing).await;
-            tokio::time::sleep(bounds.drain).await;
+            tokio::time::sleep(limits.drain).await;
         };
         let serve = builder
-            .http2_keepalive_interval(Some(connections::keepalive(bounds.connection_idle)))
-            .http2_keepalive_timeout(Some(connections::keepalive(bounds.connection_idle)))
+            .http2_keepalive_interval(Some(connections::keepalive(limits.connection_idle)))
+            .http2_keepalive_timeout(Some(connections::keepalive(limits.connection_idle)))
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
@@ -255,7 +223,7 @@ impl Bound {
         let served = tokio::select! {
             served = serve => served,
             _ = drained => {
-                tracing::warn!(drain = ?bounds.drain, "drain over: exiting with calls still open");
+                tracing::warn!(drain = ?limits.drain, "drain over: exiting with calls still open");
                 Ok(())
             }
         };

@@ -20,9 +20,6 @@ use std::time::Duration;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-/// How often `StreamIsActive` repeats the current answer when nothing changes.
-pub const HEARTBEAT: Duration = Duration::from_secs(10);
-
 /// The service: the registry of targets and what the metadata may name.
 pub struct Scaler {
     pub registry: Arc<Registry>,
@@ -30,6 +27,8 @@ pub struct Scaler {
     pub telemetry: Arc<Telemetry>,
     /// Becomes true at shutdown: every open stream ends.
     pub closing: tokio::sync::watch::Receiver<bool>,
+    /// How often `StreamIsActive` repeats the current answer when nothing changes.
+    pub heartbeat: Duration,
 }
 
 type IsActiveStream = Pin<Box<dyn Stream<Item = Result<IsActiveResponse, Status>> + Send>>;
@@ -107,10 +106,11 @@ impl ExternalScaler for Scaler {
         let registry = self.registry.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let mut closing = self.closing.clone();
+        let heartbeat = self.heartbeat;
         tokio::spawn(async move {
             let mut reading = target.reading.clone();
             let mut sent: Option<bool> = None;
-            let mut heartbeat = tokio::time::interval(HEARTBEAT);
+            let mut heartbeat = tokio::time::interval(heartbeat);
             heartbeat.tick().await;
             loop {
                 let active = match &*reading.borrow_and_update() {

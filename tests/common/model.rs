@@ -3,7 +3,7 @@
 use axum::body::Bytes;
 use axum::response::sse::{Event, Sse};
 use axum::routing::{get, post};
-use infscale::activator::limits::ClientLimits;
+use infscale::activator::limits::Limits;
 use infscale::activator::routes::RouteSpec;
 use infscale::activator::server::{bind, Config};
 use std::net::SocketAddr;
@@ -94,14 +94,14 @@ pub struct Running {
 }
 
 pub async fn activator(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> Running {
-    activator_with(upstream, max_held, hold_timeout, ClientLimits::default()).await
+    activator_with(upstream, max_held, hold_timeout, limits()).await
 }
 
 /// The activator with one route whose settings `adjust` changes.
 pub async fn activator_route(upstream: SocketAddr, adjust: impl FnOnce(&mut RouteSpec)) -> Running {
     let mut spec = route_spec(upstream, 100, 30.0);
     adjust(&mut spec);
-    start(spec, ClientLimits::default()).await
+    start(spec, limits()).await
 }
 
 fn route_spec(upstream: SocketAddr, max_held: usize, hold_timeout: f64) -> RouteSpec {
@@ -120,20 +120,26 @@ pub async fn activator_with(
     upstream: SocketAddr,
     max_held: usize,
     hold_timeout: f64,
-    limits: ClientLimits,
+    limits: Limits,
 ) -> Running {
     start(route_spec(upstream, max_held, hold_timeout), limits).await
 }
 
-async fn start(spec: RouteSpec, limits: ClientLimits) -> Running {
+/// The activator's default limits, with a 5 s drain so a test's shutdown ends soon.
+pub fn limits() -> Limits {
+    Limits {
+        drain: Duration::from_secs(5),
+        ..Limits::default()
+    }
+}
+
+async fn start(spec: RouteSpec, limits: Limits) -> Running {
     let route = spec.check(0, "default").unwrap();
     let bound = bind(Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         routes: vec![route],
-        max_body: 16 << 20,
         kube_api: None,
-        drain: Duration::from_secs(5),
         limits,
     })
     .await

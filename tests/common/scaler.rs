@@ -2,6 +2,7 @@
 //! made with a tonic client.
 
 use infscale::scaler::discovery::ScrapeVia;
+use infscale::scaler::limits::Limits;
 use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
 use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
 use infscale::scaler::server::{bind, Config};
@@ -20,11 +21,7 @@ pub fn config() -> Config {
         kube_api: None,
         use_kube: false,
         scrape_via: Some(ScrapeVia::Direct),
-        max_page_bytes: 16 << 20,
-        max_concurrent_scrapes: 64,
-        idle_stop: Duration::from_secs(600),
-        staleness: Duration::from_secs(300),
-        bounds: infscale::scaler::server::Bounds::default(),
+        limits: Limits::default(),
     }
 }
 

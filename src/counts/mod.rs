@@ -5,6 +5,9 @@
 //! RequestCount only grows. infscale's activator adds `"Held"`, the requests waiting for a ready
 //! replica, so the scaler does not count twice the ones already running on a pod. The activator
 //! writes this type and the scaler reads it (the add-on's interceptor works as a source too).
+//! [`wire`] is how the counts travel on the activator's `/queue/watch` event stream.
+
+pub mod wire;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,0 +1,112 @@
+//! Every operational bound of `infscale serve`, in one struct: how much callers can make the
+//! scaler hold, how long it waits for pods, the Kubernetes API and activators, and how often it
+//! looks again.
+//!
+//! [`Limits::default`] holds the defaults; the `serve` command sets the ones an operator may
+//! need to change from its flags (named on each field), and the server passes the struct down to
+//! every part that waits, retries or caps, so no part reads a constant of its own. Bounds on
+//! what a caller may send (metadata sizes, durations, thresholds) are validation, not operation,
+//! and stay in [`crate::limits`].
+
+use std::time::Duration;
+
+/// The scaler's operational limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Triggers with a collector at once; a call for one more is `RESOURCE_EXHAUSTED`. Default
+    /// 1,000: far more ScaledObjects than one KEDA install runs, few enough to bound memory.
+    /// `--max-targets`.
+    pub max_targets: usize,
+    /// gRPC connections at once; one more is closed as it is accepted. Default 512: KEDA keeps
+    /// one or two, and each costs a file descriptor. `--max-connections`.
+    pub max_connections: usize,
+    /// A gRPC connection is closed after this long without a byte from its client (the server
+    /// pings three times in it, so a live client always answers in time). Default 120 s.
+    /// `--connection-idle-seconds`.
+    pub connection_idle: Duration,
+    /// After SIGTERM: streams are closed at once, and calls in flight get this long. Default
+    /// 10 s, well inside Kubernetes' 30 s grace period. `--drain-seconds`.
+    pub drain: Duration,
+    /// How often `StreamIsActive` repeats the current answer when nothing changes. Default 10 s:
+    /// KEDA needs no repeat, but a repeat shows a stream is alive.
+    pub heartbeat: Duration,
+    /// The pause after a failed `accept` (out of descriptors, say) before the next. Default
+    /// 50 ms: short enough to recover at once, long enough not to spin.
+    pub accept_backoff: Duration,
+    /// A collector no call has asked about for this long stops. Default 600 s: KEDA asks every
+    /// polling interval (30 s by default), so only a deleted ScaledObject goes this quiet.
+    /// `--idle-stop-seconds`.
+    pub idle_stop: Duration,
+    /// How often a pod watch that has not listed yet is looked at again within a scrape round.
+    /// Default 50 ms, so a first list is used almost as it arrives.
+    pub unsynced_retry: Duration,
+    /// The largest page read from a pod. Default 16 MiB: real pages are 10 KB to a few MB.
+    /// `--max-page-bytes`.
+    pub max_page_bytes: usize,
+    /// Scrapes in flight at once, over all targets. Default 64. `--max-concurrent-scrapes`.
+    pub max_concurrent_scrapes: usize,
+    /// The longest a TCP connect to a pod or an activator may take. Default 5 s.
+    pub connect_timeout: Duration,
+    /// How long an idle pooled HTTP connection is kept. Default 90 s.
+    pub pool_idle: Duration,
+    /// The last pod list is trusted this long after the Kubernetes API stops answering. Default
+    /// 300 s: a short API outage changes nothing, a long one is an error, not a guess.
+    /// `--stale-after-seconds`.
+    pub staleness: Duration,
+    /// The longest wait for an activator's `/queue` answer or its watch's response head.
+    /// Default 2 s: an activator answers from memory. `--activator-timeout-seconds`.
+    pub activator_timeout: Duration,
+    /// The longest silence on an activator's watch before it counts as stalled. Default 12 s:
+    /// under three of the activator's 5-second keep-alives. `--activator-watch-idle-seconds`.
+    pub activator_watch_idle: Duration,
+    /// How often `/queue` is polled where there is no watch endpoint (the KEDA HTTP add-on's
+    /// interceptor). Default 500 ms.
+    pub activator_poll: Duration,
+    /// The first pause before reconnecting to a failed activator; it doubles on every failure
+    /// in a row. Default 100 ms.
+    pub activator_backoff: Duration,
+    /// The longest pause between reconnects. Default 5 s.
+    pub activator_backoff_max: Duration,
+    /// The largest counts document or event line accepted from an activator. Default 1 MiB:
+    /// thousands of hosts' counts.
+    pub activator_max_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_targets: 1000,
+            max_connections: 512,
+            connection_idle: Duration::from_secs(120),
+            drain: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(10),
+            accept_backoff: Duration::from_millis(50),
+            idle_stop: Duration::from_secs(600),
+            unsynced_retry: Duration::from_millis(50),
+            max_page_bytes: crate::source::DEFAULT_MAX_BYTES,
+            max_concurrent_scrapes: 64,
+            connect_timeout: Duration::from_secs(5),
+            pool_idle: Duration::from_secs(90),
+            staleness: Duration::from_secs(300),
+            activator_timeout: Duration::from_secs(2),
+            activator_watch_idle: Duration::from_secs(12),
+            activator_poll: Duration::from_millis(500),
+            activator_backoff: Duration::from_millis(100),
+            activator_backoff_max: Duration::from_secs(5),
+            activator_max_bytes: 1 << 20,
+        }
+    }
+}
+
+impl Limits {
+    /// How often the Kubernetes API is probed: four times per staleness span, between 250 ms
+    /// and 10 s.
+    pub fn api_probe_every(&self) -> Duration {
+        (self.staleness / 4).clamp(Duration::from_millis(250), Duration::from_secs(10))
+    }
+
+    /// How often idle collectors are looked for: four times per idle span, between 1 s and 60 s.
+    pub fn reap_every(&self) -> Duration {
+        (self.idle_stop / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+}
