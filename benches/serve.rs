@@ -9,8 +9,8 @@
 
 mod common;
 use common::{free_port, rss_mb};
-use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
-use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
+use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
+use infscale::serve::proto::{GetMetricsRequest, ScaledObjectRef};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

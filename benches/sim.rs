@@ -11,7 +11,7 @@ use infscale::sim::gpu::GpuModel;
 use infscale::sim::replica::Hardware;
 use infscale::sim::run::{run, Settings};
 use infscale::sim::trace::Scenario;
-use infscale::sim::tune::{evaluate, sample, Grid};
+use infscale::sim::tune::{run_points, sample, Grid};
 use std::hint::black_box;
 
 const DEFAULT_POLICIES: [&str; 7] = [
@@ -52,7 +52,7 @@ fn bench(c: &mut Criterion) {
     let policies: Vec<Policy> = specs.iter().map(|s| Policy::parse(s).unwrap()).collect();
     group.bench_function("tune_500_points", |b| {
         b.iter(|| {
-            black_box(evaluate(
+            black_box(run_points(
                 &specs,
                 &policies,
                 std::slice::from_ref(&trace),

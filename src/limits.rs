@@ -4,7 +4,7 @@
 //!
 //! These are fixed rules on input, not settings. The operational limits (timeouts, periods,
 //! back-offs, caps on connections and bytes), which an operator may tune, are the `Limits`
-//! structs of each binary: [`crate::scaler::limits::Limits`] for `infscale serve` and
+//! structs of each binary: [`crate::serve::limits::Limits`] for `infscale serve` and
 //! [`crate::activator::limits::Limits`] for `infscale activator`.
 
 use std::time::Duration;

@@ -9,8 +9,8 @@ use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{
     active_when, client, config, free_port, metrics_request, next_push, object, start, value_when,
 };
-use infscale::scaler::limits::Limits;
-use infscale::scaler::server::Config;
+use infscale::serve::limits::Limits;
+use infscale::serve::server::Config;
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -262,7 +262,7 @@ async fn sigterm_with_an_open_stream_exits_within_the_drain() {
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut c = loop {
-        match infscale::scaler::proto::external_scaler_client::ExternalScalerClient::connect(
+        match infscale::serve::proto::external_scaler_client::ExternalScalerClient::connect(
             format!("http://{addr}"),
         )
         .await

@@ -12,10 +12,10 @@ use common::scaler::{
     active_when, client, config, metrics_request, next_push, object, push_after_hold, refused_url,
     start, value_when,
 };
-use infscale::scaler::limits::Limits;
-use infscale::scaler::proto::ScaledObjectRef;
-use infscale::scaler::server::Config;
 use infscale::scaling::hpa::replicas::{external_per_pod, to_milli, Tolerances};
+use infscale::serve::limits::Limits;
+use infscale::serve::proto::ScaledObjectRef;
+use infscale::serve::server::Config;
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::Command;
@@ -107,13 +107,13 @@ async fn an_unreadable_replica_is_never_idle() {
 }
 
 async fn first_true(
-    c: &mut infscale::scaler::proto::external_scaler_client::ExternalScalerClient<
+    c: &mut infscale::serve::proto::external_scaler_client::ExternalScalerClient<
         tonic::transport::Channel,
     >,
     so: &ScaledObjectRef,
 ) -> (
     Duration,
-    tonic::Streaming<infscale::scaler::proto::IsActiveResponse>,
+    tonic::Streaming<infscale::serve::proto::IsActiveResponse>,
 ) {
     let t0 = Instant::now();
     let mut stream = c.stream_is_active(so.clone()).await.unwrap().into_inner();

@@ -1,7 +1,7 @@
 //! The manifests in the repository parse, and every infscale trigger in them is metadata the
 //! scaler accepts.
 
-use infscale::scaler::metadata::{AllowedActivators, TargetSpec};
+use infscale::serve::metadata::{AllowedActivators, TargetSpec};
 use serde::Deserialize;
 use std::collections::HashMap;
 

@@ -11,10 +11,10 @@ use common::scaler::{
     client, config, metrics_request, next_push, object, push_after_hold, start, value_when,
 };
 use infscale::metrics::{read_page, Replica, ServerChoice};
-use infscale::scaler::limits::Limits;
-use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
-use infscale::scaler::server::Config;
 use infscale::scaling::{evaluate, Metric, Observation, Policy, ScalerState};
+use infscale::serve::limits::Limits;
+use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
+use infscale::serve::server::Config;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
@@ -374,7 +374,7 @@ async fn mutual_tls_from_certificate_files() {
         std::fs::write(&p, text).unwrap();
         p
     };
-    let tls = infscale::scaler::server::TlsFiles {
+    let tls = infscale::serve::server::TlsFiles {
         cert: write("server.pem", &server_cert),
         key: write("server.key", &server_key),
         client_ca: Some(write("ca.pem", &pki.ca.pem())),

@@ -5,9 +5,9 @@
 //! of the shipped manifests (the activator's Service beside the model). Both must give back the
 //! policy `tune` chose.
 
-use infscale::scaler::metadata::{AllowedActivators, TargetSpec};
 use infscale::scaling::scaled_object;
 use infscale::scaling::Policy;
+use infscale::serve::metadata::{AllowedActivators, TargetSpec};
 use std::collections::HashMap;
 use std::process::Command;
 

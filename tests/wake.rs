@@ -6,9 +6,9 @@ mod common;
 
 use common::kubeapi::kube_api;
 use infscale::activator::routes::RouteSpec;
-use infscale::scaler::discovery::ScrapeVia;
-use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
-use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
+use infscale::serve::discovery::ScrapeVia;
+use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
+use infscale::serve::proto::{GetMetricsRequest, ScaledObjectRef};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ async fn a_held_request_wakes_the_deployment() {
     let (proxy, admin) = (act.proxy_addr().unwrap(), act.admin_addr().unwrap());
     tokio::spawn(act.run(std::future::pending()));
 
-    let scaler = infscale::scaler::server::bind(infscale::scaler::server::Config {
+    let scaler = infscale::serve::server::bind(infscale::serve::server::Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
         tls: None,
@@ -54,7 +54,7 @@ async fn a_held_request_wakes_the_deployment() {
         kube_api: Some(api.server.url("")),
         use_kube: true,
         scrape_via: Some(ScrapeVia::Direct),
-        limits: infscale::scaler::limits::Limits {
+        limits: infscale::serve::limits::Limits {
             max_page_bytes: 1 << 20,
             max_concurrent_scrapes: 8,
             ..Default::default()

@@ -84,7 +84,7 @@ impl Admin {
         let watch = self.clone();
         let metrics = self.clone();
         let render = move || metrics.telemetry.render(&metrics.routes);
-        crate::exposition_http::metrics_router(render)
+        crate::edge::exposition_http::metrics_router(render)
             .route(
                 "/queue",
                 get(move || {

@@ -442,7 +442,7 @@ impl Proxy {
                     .await
                     .map(|b| b.to_bytes())
                     .unwrap_or_default();
-                let message = crate::source::status_message(&said)
+                let message = crate::edge::source::status_message(&said)
                     .unwrap_or_else(|| format!("HTTP status {}", status.as_u16()));
                 let _ = tx.send(Ok(error_event(&message, status.as_u16()))).await;
                 return;

@@ -37,13 +37,13 @@ pub struct Config {
 }
 
 /// The activator's sockets, bound, not yet serving.
-pub struct Bound {
+pub struct Listening {
     proxy: TcpListener,
     admin: TcpListener,
     config: Config,
 }
 
-impl Bound {
+impl Listening {
     pub fn proxy_addr(&self) -> std::io::Result<SocketAddr> {
         self.proxy.local_addr()
     }
@@ -53,14 +53,14 @@ impl Bound {
     }
 }
 
-pub async fn bind(config: Config) -> anyhow::Result<Bound> {
+pub async fn bind(config: Config) -> anyhow::Result<Listening> {
     let proxy = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let admin = TcpListener::bind(config.admin_listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.admin_listen))?;
-    Ok(Bound {
+    Ok(Listening {
         proxy,
         admin,
         config,
@@ -74,7 +74,7 @@ fn http_connector(limits: &Limits) -> HttpConnector {
     c
 }
 
-impl Bound {
+impl Listening {
     /// Serves until `shutdown` resolves.
     pub async fn run(
         self,
@@ -97,7 +97,7 @@ impl Bound {
         });
         let kube = if needs_kube {
             Some(
-                crate::kubeapi::connect(config.kube_api.as_deref())
+                crate::edge::kubeapi::connect(config.kube_api.as_deref())
                     .await
                     .context("routes watch EndpointSlices (give healthPath to probe instead)")?,
             )

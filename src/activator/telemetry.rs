@@ -151,6 +151,6 @@ impl Telemetry {
             self.held.get_or_create(&l).set(c.held.unwrap_or(0) as i64);
             self.in_flight.get_or_create(&l).set(c.concurrency as i64);
         }
-        crate::exposition_http::exposition(&self.registry)
+        crate::edge::exposition_http::exposition(&self.registry)
     }
 }

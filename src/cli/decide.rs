@@ -52,7 +52,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for read in &fleet.outcomes {
         if let Some(Err(e)) = &read.vote {
             // A URL that gave no page does not vote; a file that gave no replica is an error.
-            if !crate::source::Reader::is_url(&read.name) {
+            if !crate::edge::source::Reader::is_url(&read.name) {
                 bail!("{}: {e}", read.name);
             }
             eprintln!("{}: {e}: this replica does not vote", read.name);

@@ -1,7 +1,7 @@
 //! `infscale kube`: the standalone mode, without KEDA. Reads a Deployment, scrapes its Ready pods
 //! (through the API server's pod proxy from a laptop, or directly in a cluster), prints the
 //! decision as `decide` does, and with `--apply` writes the Deployment's scale subresource: for
-//! clusters without KEDA, or to compare with it. The work is `scaler::standalone`'s; this file
+//! clusters without KEDA, or to compare with it. The work is `serve::standalone`'s; this file
 //! is its flags and its printing.
 
 use super::checks::{held_flag, positive_seconds};
@@ -9,8 +9,8 @@ use super::policy_args::PolicyArgs;
 use super::state_file::{load_state, save_state, unix_now};
 use super::table;
 use crate::metrics::ServerChoice;
-use crate::scaler::discovery::ScrapeVia;
-use crate::scaler::standalone::{self, Target};
+use crate::serve::discovery::ScrapeVia;
+use crate::serve::standalone::{self, DeploymentRef};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -62,7 +62,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
     let held = held_flag(args.held)?;
     let now = args.now.unwrap_or_else(unix_now);
-    let target = Target {
+    let target = DeploymentRef {
         namespace: args.namespace.clone(),
         deployment: args.deployment.clone(),
         metrics_port: args.metrics_port,
@@ -71,7 +71,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         scrape_via: args.scrape_via,
         timeout: positive_seconds("--timeout", args.timeout)?,
     };
-    let client = crate::kubeapi::connect(args.kube_api.as_deref()).await?;
+    let client = crate::edge::kubeapi::connect(args.kube_api.as_deref()).await?;
     let mut state = load_state(args.state.as_deref())?;
     let reading = standalone::decide_once(&client, &target, &policy, held, now, &mut state).await?;
     save_state(args.state.as_deref(), &state)?;

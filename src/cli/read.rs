@@ -3,10 +3,10 @@
 //! `--interval` seconds later, or the state file).
 
 use super::checks::positive_seconds;
+use crate::edge::source::{Reader, DEFAULT_MAX_BYTES};
 use crate::metrics::rates::Snapshot;
 use crate::metrics::{read_page, ServerChoice};
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
-use crate::source::{Reader, DEFAULT_MAX_BYTES};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::time::Duration;

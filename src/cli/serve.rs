@@ -1,9 +1,9 @@
 //! `infscale serve`: the KEDA external scaler.
 
 use super::checks::{positive_seconds, seconds_from_zero};
-use crate::scaler::discovery::{ScrapeVia, StaticTargets};
-use crate::scaler::limits::Limits;
-use crate::scaler::server::{self, Config, TlsFiles};
+use crate::serve::discovery::{ScrapeVia, StaticTargets};
+use crate::serve::limits::Limits;
+use crate::serve::server::{self, Config, TlsFiles};
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub scrape_via: Option<ScrapeVia>,
     /// The largest page read from a pod, bytes.
-    #[arg(long, default_value_t = crate::source::DEFAULT_MAX_BYTES)]
+    #[arg(long, default_value_t = crate::edge::source::DEFAULT_MAX_BYTES)]
     pub max_page_bytes: usize,
     /// Scrapes in flight at once, over all targets.
     #[arg(long, default_value_t = 64)]
@@ -92,7 +92,7 @@ pub fn static_targets(flags: &[String]) -> anyhow::Result<StaticTargets> {
             bail!("--static-target {flag:?}: expected NAME=URL[,URL...]");
         };
         let urls: Vec<String> = urls.split(',').map(|u| u.trim().to_owned()).collect();
-        if name.is_empty() || urls.iter().any(|u| !crate::source::Reader::is_url(u)) {
+        if name.is_empty() || urls.iter().any(|u| !crate::edge::source::Reader::is_url(u)) {
             bail!("--static-target {flag:?}: expected NAME=URL[,URL...] with http(s) URLs");
         }
         map.entry(name.to_owned()).or_default().extend(urls);

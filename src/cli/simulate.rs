@@ -81,33 +81,33 @@ pub struct SimArgs {
 }
 
 /// Where a trace comes from: a scenario to generate, or arrivals read from a CSV.
-pub enum Source {
+pub enum TraceSource {
     Scenario(Scenario),
     Csv(Trace),
 }
 
-impl Source {
+impl TraceSource {
     /// The trace; a scenario is generated with its seed plus `offset`.
     pub fn trace(&self, offset: u64) -> anyhow::Result<Trace> {
         match self {
-            Source::Scenario(s) => {
+            TraceSource::Scenario(s) => {
                 let mut s = s.clone();
                 s.seed = s.seed.wrapping_add(offset);
                 Ok(s.generate()?)
             }
-            Source::Csv(t) => Ok(t.clone()),
+            TraceSource::Csv(t) => Ok(t.clone()),
         }
     }
 }
 
 impl SimArgs {
-    pub fn source(&self) -> anyhow::Result<Source> {
+    pub fn source(&self) -> anyhow::Result<TraceSource> {
         let Some(path) = &self.trace else {
             let mut s = Scenario::default_day();
             if let Some(seed) = self.seed {
                 s.seed = seed;
             }
-            return Ok(Source::Scenario(s));
+            return Ok(TraceSource::Scenario(s));
         };
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).with_context(|| format!("{name}: cannot read"))?;
@@ -120,9 +120,13 @@ impl SimArgs {
             if let Some(d) = self.duration {
                 s.duration = d;
             }
-            Ok(Source::Scenario(s))
+            Ok(TraceSource::Scenario(s))
         } else {
-            Ok(Source::Csv(Trace::from_csv(&name, &text, self.duration)?))
+            Ok(TraceSource::Csv(Trace::from_csv(
+                &name,
+                &text,
+                self.duration,
+            )?))
         }
     }
 

@@ -1,7 +1,7 @@
 //! Rows of replica signals, as `parse` and `decide` print them.
 
 use crate::metrics::Replica;
-use crate::scaling::fleet::Outcome;
+use crate::scaling::fleet::ReplicaRead;
 use std::fmt::Write;
 
 const HEADER: [&str; 9] = [
@@ -15,7 +15,7 @@ fn number(v: Option<f64>, decimals: usize) -> String {
     }
 }
 
-fn cells(read: &Outcome) -> [String; 9] {
+fn cells(read: &ReplicaRead) -> [String; 9] {
     let skipped = read
         .scan
         .as_ref()
@@ -50,7 +50,7 @@ fn row(r: &Replica, skipped: String) -> [String; 9] {
 }
 
 /// The table: a header and one aligned row per source.
-pub fn render(reads: &[Outcome]) -> String {
+pub fn render(reads: &[ReplicaRead]) -> String {
     let rows: Vec<[String; 9]> = reads.iter().map(cells).collect();
     let mut widths = HEADER.map(str::len);
     for row in &rows {

@@ -1,7 +1,7 @@
 //! `infscale tune`: a search over policies on one trace, in parallel on all cores.
 
 use super::simulate::SimArgs;
-use crate::scaling::scaled_object::{self, Target};
+use crate::scaling::scaled_object::{self, Placement};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
 use crate::sim::tune::{self, Grid};
@@ -9,10 +9,10 @@ use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
 
-fn trace_seed(source: &super::simulate::Source) -> u64 {
+fn trace_seed(source: &super::simulate::TraceSource) -> u64 {
     match source {
-        super::simulate::Source::Scenario(s) => s.seed,
-        super::simulate::Source::Csv(_) => 0,
+        super::simulate::TraceSource::Scenario(s) => s.seed,
+        super::simulate::TraceSource::Csv(_) => 0,
     }
 }
 
@@ -130,8 +130,8 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let source = args.sim.source()?;
     let replicates = match source {
-        super::simulate::Source::Scenario(_) => args.replicates.max(1),
-        super::simulate::Source::Csv(_) => 1,
+        super::simulate::TraceSource::Scenario(_) => args.replicates.max(1),
+        super::simulate::TraceSource::Csv(_) => 1,
     };
     let traces = (0..replicates)
         .map(|i| source.trace(i))
@@ -150,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .context("progress bar")?,
     );
     let summaries: Vec<Summary> =
-        tune::evaluate(&specs, &policies, &traces, &hw, &settings, &|| bar.inc(1));
+        tune::run_points(&specs, &policies, &traces, &hw, &settings, &|| bar.inc(1));
     bar.finish_and_clear();
     let frontier = tune::pareto(&summaries);
     let bound_minutes = traces
@@ -200,7 +200,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         };
         let policy = args.sim.policy(&best.policy)?;
-        let target = Target {
+        let target = Placement {
             name: args.name.clone(),
             namespace: args.namespace.clone(),
             scaler_address: args.scaler_address.clone(),

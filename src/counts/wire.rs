@@ -82,8 +82,8 @@ impl Decoder {
     /// The events `chunk` completes, in order. Drain the iterator: bytes it has not reached
     /// when dropped are lost. An event whose data is not counts is an error and the stream reads
     /// on; a line or event past the cap fails the stream, and every later feed with it.
-    pub fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> Events<'a> {
-        Events {
+    pub fn feed<'a>(&'a mut self, chunk: &'a [u8]) -> Decoded<'a> {
+        Decoded {
             decoder: self,
             rest: chunk,
             done: false,
@@ -133,13 +133,13 @@ impl Decoder {
 }
 
 /// The events one chunk completes; see [`Decoder::feed`].
-pub struct Events<'a> {
+pub struct Decoded<'a> {
     decoder: &'a mut Decoder,
     rest: &'a [u8],
     done: bool,
 }
 
-impl Iterator for Events<'_> {
+impl Iterator for Decoded<'_> {
     type Item = Result<QueueCounts, WireError>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -58,7 +58,7 @@ impl std::fmt::Display for Unread {
 
 /// One replica's outcome, in input order.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct ReplicaRead {
     pub name: String,
     /// The replica that votes, or why it does not; `None` when nothing listens there.
     pub vote: Option<Result<Replica, Unread>>,
@@ -71,7 +71,7 @@ pub struct Outcome {
 /// The round: every replica's outcome, and those that vote.
 #[derive(Debug, Default)]
 pub struct Fleet {
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<ReplicaRead>,
     pub replicas: Vec<Replica>,
 }
 
@@ -162,7 +162,7 @@ pub fn read<'a>(
         if let Some(Ok(r)) = &vote {
             fleet.replicas.push(r.clone());
         }
-        fleet.outcomes.push(Outcome {
+        fleet.outcomes.push(ReplicaRead {
             name: input.name,
             vote,
             scan,

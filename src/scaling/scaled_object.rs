@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 /// Where and how a policy is deployed.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Target {
+pub struct Placement {
     /// The Deployment, and the ScaledObject's name.
     pub name: String,
     pub namespace: String,
@@ -72,7 +72,7 @@ fn rules_yaml(
 }
 
 /// The trigger metadata a policy puts in the ScaledObject, by metadata name.
-fn trigger_metadata(policy: &Policy, target: &Target) -> Vec<(&'static str, String)> {
+fn trigger_metadata(policy: &Policy, target: &Placement) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     for key in keys::KEYS {
         let Some(name) = key.metadata() else { continue };
@@ -98,7 +98,7 @@ fn trigger_metadata(policy: &Policy, target: &Target) -> Vec<(&'static str, Stri
 /// max and cooldown in the spec, the HPA behavior block spelled out (a tolerance other than the
 /// controller's default as both directions' `tolerance`, which needs Kubernetes 1.33 or later),
 /// the metric, threshold, activation, lookahead and trend in the trigger's metadata.
-pub fn render(policy: &Policy, target: &Target) -> String {
+pub fn render(policy: &Policy, target: &Placement) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "apiVersion: keda.sh/v1alpha1");
     let _ = writeln!(out, "kind: ScaledObject");
@@ -330,8 +330,8 @@ fn rules(v: &serde_yaml::Value, mut rules: Rules, dir: &str) -> Result<Rules, Sc
 mod tests {
     use super::*;
 
-    fn target(activator: bool) -> Target {
-        Target {
+    fn target(activator: bool) -> Placement {
+        Placement {
             name: "chat".into(),
             namespace: "llm".into(),
             scaler_address: "infscale.infscale.svc:9090".into(),

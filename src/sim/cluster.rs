@@ -20,23 +20,23 @@ pub enum Fate {
 
 /// What became of one request.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Outcome {
+pub struct RequestOutcome {
     /// Seconds from arrival to first token; NaN while it has none.
     pub ttft: f32,
     /// Answered by the activator's hold timeout instead of a replica.
     pub rejected: bool,
 }
 
-impl Default for Outcome {
+impl Default for RequestOutcome {
     fn default() -> Self {
-        Outcome {
+        RequestOutcome {
             ttft: f32::NAN,
             rejected: false,
         }
     }
 }
 
-impl Outcome {
+impl RequestOutcome {
     /// Seconds to the first token, if one came (not rejected, not still waiting).
     pub fn first_token_s(&self) -> Option<f64> {
         (!self.rejected && !self.ttft.is_nan()).then(|| f64::from(self.ttft))

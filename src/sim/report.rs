@@ -4,7 +4,7 @@
 //! answered it with a timeout, or when it never got a first token before the trace ended.
 //! Percentiles are over the requests that got a first token.
 
-use super::cluster::Outcome;
+use super::cluster::RequestOutcome;
 use super::run::Run;
 use serde::Serialize;
 use std::fmt::Write;
@@ -37,7 +37,7 @@ pub fn quantile(sorted: &[f32], q: f64) -> f64 {
     f64::from(sorted[lo]) * (1.0 - w) + f64::from(sorted[hi]) * w
 }
 
-pub fn misses(outcomes: &[Outcome], slo_s: f64) -> usize {
+pub fn misses(outcomes: &[RequestOutcome], slo_s: f64) -> usize {
     outcomes
         .iter()
         .filter(|o| o.first_token_s().is_none_or(|ttft| ttft > slo_s))
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn misses_count_late_rejected_and_unanswered() {
-        let o = |ttft: f32, rejected| Outcome { ttft, rejected };
+        let o = |ttft: f32, rejected| RequestOutcome { ttft, rejected };
         let outcomes = [
             o(0.5, false),
             o(2.5, false),

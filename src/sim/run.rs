@@ -11,7 +11,7 @@
 //! keeps the target active and counts as the HPA counts a missing pod; a release reads as active
 //! until a scrape after it. The timeline carries the evaluation's reasons.
 
-use super::cluster::{Cluster, Outcome};
+use super::cluster::{Cluster, RequestOutcome};
 use super::replica::Hardware;
 use super::rng::Rng;
 use super::trace::Trace;
@@ -108,7 +108,7 @@ pub struct SeriesPoint {
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct Run {
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<RequestOutcome>,
     pub replica_seconds: f64,
     pub scale_events: u32,
     pub peak: u32,
@@ -181,7 +181,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let dt = settings.dt;
     let cold_start = hw.gpu.cold_start_s();
     let mut cluster = Cluster::new(hw.clone(), policy.min.max(1), settings.hold_timeout_s);
-    let mut outcomes = vec![Outcome::default(); requests.len()];
+    let mut outcomes = vec![RequestOutcome::default(); requests.len()];
     let mut fate = |i: u32, f| outcomes[i as usize].record(f);
     let mut state = ScalerState {
         last_active: Some(0.0),

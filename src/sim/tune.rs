@@ -91,7 +91,7 @@ pub fn sample(all: Vec<String>, count: usize) -> Vec<String> {
 
 /// Runs every policy on every trace, in parallel on all cores, and summarises each policy over
 /// all its runs; `tick` is called once per policy done (for a progress bar).
-pub fn evaluate(
+pub fn run_points(
     specs: &[String],
     policies: &[Policy],
     traces: &[Trace],

@@ -1,11 +1,11 @@
 //! The scaler under test, on loopback: its configuration, a running instance, and KEDA's calls
 //! made with a tonic client.
 
-use infscale::scaler::discovery::ScrapeVia;
-use infscale::scaler::limits::Limits;
-use infscale::scaler::proto::external_scaler_client::ExternalScalerClient;
-use infscale::scaler::proto::{GetMetricsRequest, ScaledObjectRef};
-use infscale::scaler::server::{bind, Config};
+use infscale::serve::discovery::ScrapeVia;
+use infscale::serve::limits::Limits;
+use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
+use infscale::serve::proto::{GetMetricsRequest, ScaledObjectRef};
+use infscale::serve::server::{bind, Config};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -148,7 +148,7 @@ pub fn free_port() -> u16 {
 
 /// The next `StreamIsActive` message, within 15 s.
 pub async fn next_push(
-    stream: &mut tonic::Streaming<infscale::scaler::proto::IsActiveResponse>,
+    stream: &mut tonic::Streaming<infscale::serve::proto::IsActiveResponse>,
 ) -> bool {
     tokio::time::timeout(Duration::from_secs(15), stream.message())
         .await
@@ -161,7 +161,7 @@ pub async fn next_push(
 /// How long after `hold` (which holds a request at an activator) `StreamIsActive` pushes
 /// `true`; the stream's last message must have been `false`. Asserts under 100 ms.
 pub async fn push_after_hold(
-    stream: &mut tonic::Streaming<infscale::scaler::proto::IsActiveResponse>,
+    stream: &mut tonic::Streaming<infscale::serve::proto::IsActiveResponse>,
     hold: impl FnOnce(),
 ) -> Duration {
     let held_at = Instant::now();

@@ -107,7 +107,7 @@ impl Telemetry {
 
     /// The exposition text.
     pub fn render(&self) -> String {
-        crate::exposition_http::exposition(&self.registry)
+        crate::edge::exposition_http::exposition(&self.registry)
     }
 }
 

@@ -48,7 +48,7 @@ pub struct Config {
 }
 
 /// The scaler's sockets, bound, not yet serving.
-pub struct Bound {
+pub struct Listening {
     grpc: TcpListener,
     metrics: Option<TcpListener>,
     config: Config,
@@ -56,7 +56,7 @@ pub struct Bound {
     allowed: AllowedActivators,
 }
 
-impl Bound {
+impl Listening {
     pub fn grpc_addr(&self) -> std::io::Result<SocketAddr> {
         self.grpc.local_addr()
     }
@@ -70,7 +70,7 @@ async fn kube_client(config: &Config) -> Option<kube::Client> {
     if !config.use_kube {
         return None;
     }
-    match crate::kubeapi::connect(config.kube_api.as_deref()).await {
+    match crate::edge::kubeapi::connect(config.kube_api.as_deref()).await {
         Ok(client) => Some(client),
         Err(e) => {
             tracing::warn!(error = %format!("{e:#}"), "only --static-target targets can be served");
@@ -80,7 +80,7 @@ async fn kube_client(config: &Config) -> Option<kube::Client> {
 }
 
 /// Binds the sockets (so the scaler is reachable, and health SERVING, as soon as it runs).
-pub async fn bind(config: Config) -> anyhow::Result<Bound> {
+pub async fn bind(config: Config) -> anyhow::Result<Listening> {
     let allowed =
         AllowedActivators::parse(&config.allowed_activators).map_err(anyhow::Error::msg)?;
     let grpc = TcpListener::bind(config.listen)
@@ -95,7 +95,7 @@ pub async fn bind(config: Config) -> anyhow::Result<Bound> {
         None => None,
     };
     let kube = kube_client(&config).await;
-    Ok(Bound {
+    Ok(Listening {
         grpc,
         metrics,
         config,
@@ -115,7 +115,7 @@ fn tls_config(files: &TlsFiles) -> anyhow::Result<ServerTlsConfig> {
     Ok(tls)
 }
 
-impl Bound {
+impl Listening {
     /// Serves until `shutdown` resolves, then finishes the calls in flight.
     pub async fn run(
         self,
@@ -193,7 +193,7 @@ impl Bound {
             builder = builder.tls_config(tls_config(files)?).context("TLS")?;
         }
         let metrics_task = self.metrics.map(|listener| {
-            let app = crate::exposition_http::metrics_router(move || telemetry.render());
+            let app = crate::edge::exposition_http::metrics_router(move || telemetry.render());
             tokio::spawn(async move {
                 if let Err(e) = axum::serve(listener, app).await {
                     tracing::error!(error = %e, "the metrics server stopped");

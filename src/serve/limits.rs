@@ -83,7 +83,7 @@ impl Default for Limits {
             accept_backoff: Duration::from_millis(50),
             idle_stop: Duration::from_secs(600),
             unsynced_retry: Duration::from_millis(50),
-            max_page_bytes: crate::source::DEFAULT_MAX_BYTES,
+            max_page_bytes: crate::edge::source::DEFAULT_MAX_BYTES,
             max_concurrent_scrapes: 64,
             connect_timeout: Duration::from_secs(5),
             pool_idle: Duration::from_secs(90),

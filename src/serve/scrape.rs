@@ -6,7 +6,7 @@
 //! memory or a stuck collector.
 
 use super::discovery::{Address, PodEndpoint};
-use crate::source::{cause, error_body, read_capped, status_message, Cause};
+use crate::edge::source::{cause, error_body, read_capped, status_message, Cause};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;

@@ -1,4 +1,4 @@
-//! Following one activator pod's counts of held requests, live ([`crate::scaler::activators`]
+//! Following one activator pod's counts of held requests, live ([`crate::serve::activators`]
 //! follows every pod of an activator Service and sums them).
 //!
 //! The follower first opens the activator's watch endpoint (`GET {url}/queue/watch`, server-sent
@@ -14,7 +14,7 @@
 use super::limits::Limits;
 use crate::counts::wire::{self, WireError};
 use crate::counts::HostCounts;
-use crate::source::read_capped;
+use crate::edge::source::read_capped;
 use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 
@@ -102,7 +102,7 @@ async fn watch_events(
     let mut response = tokio::time::timeout(timeout, request)
         .await
         .map_err(|_| format!("{url}: no answer within {timeout:?}"))?
-        .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
+        .map_err(|e| format!("{url}: {}", crate::edge::source::cause(&e)))?;
     if matches!(response.status().as_u16(), 404 | 405 | 501) {
         return Ok(Mode::NoWatch);
     }
@@ -114,7 +114,7 @@ async fn watch_events(
         let chunk = tokio::time::timeout(idle, response.chunk())
             .await
             .map_err(|_| format!("{url}: silent for {idle:?} (no event, no keep-alive): stalled"))?
-            .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
+            .map_err(|e| format!("{url}: {}", crate::edge::source::cause(&e)))?;
         let Some(chunk) = chunk else { break };
         for event in decoder.feed(&chunk) {
             let counts = event.map_err(|e| wire_failure(&url, e))?;
@@ -134,14 +134,14 @@ async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing, limit
                 .get(&url)
                 .send()
                 .await
-                .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?;
+                .map_err(|e| format!("{url}: {}", crate::edge::source::cause(&e)))?;
             if !response.status().is_success() {
                 return Err(format!("{url}: HTTP status {}", response.status()));
             }
             let body = http::Response::from(response).into_body();
             let doc = read_capped(body, max_bytes)
                 .await
-                .map_err(|e| format!("{url}: {}", crate::source::cause(&e)))?
+                .map_err(|e| format!("{url}: {}", crate::edge::source::cause(&e)))?
                 .ok_or_else(|| format!("{url}: counts over {max_bytes} bytes"))?;
             host_counts(&doc, &activator.host)
         };

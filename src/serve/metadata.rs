@@ -10,8 +10,8 @@ mod address;
 
 use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES};
 use crate::metrics::ServerChoice;
-use crate::scaler::activators::Members;
 use crate::scaling::{keys, Metric, Policy, PolicyError};
+use crate::serve::activators::Members;
 pub use address::AllowedActivators;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -29,7 +29,7 @@ pub enum Pods {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ActivatorRef {
     /// The activator pods (`/queue` and `/queue/watch` below each admin base URL).
-    pub members: crate::scaler::activators::Members,
+    pub members: crate::serve::activators::Members,
     /// The host whose counts belong to this target.
     pub host: String,
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// The Deployment and how to read its pods.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub struct DeploymentRef {
     pub namespace: String,
     pub deployment: String,
     pub metrics_port: u16,
@@ -32,7 +32,7 @@ pub struct Target {
 
 /// One decision and what it was made from.
 #[derive(Debug)]
-pub struct Reading {
+pub struct Decided {
     /// The Deployment's `spec.replicas`.
     pub current: u32,
     pub fleet: Fleet,
@@ -43,12 +43,12 @@ pub struct Reading {
 /// held at an activator; `state` is the HPA's memory and the pods' last counters.
 pub async fn decide_once(
     client: &kube::Client,
-    target: &Target,
+    target: &DeploymentRef,
     policy: &Policy,
     held: f64,
     now: f64,
     state: &mut ScalerState,
-) -> anyhow::Result<Reading> {
+) -> anyhow::Result<Decided> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
     let d = deployments
         .get(&target.deployment)
@@ -74,7 +74,7 @@ pub async fn decide_once(
     let scraper = Scraper {
         http: reqwest::Client::new(),
         kube: Some(client.clone()),
-        max_bytes: crate::source::DEFAULT_MAX_BYTES,
+        max_bytes: crate::edge::source::DEFAULT_MAX_BYTES,
         permits: Arc::new(tokio::sync::Semaphore::new(32)),
     };
     let endpoints: Vec<_> = list
@@ -102,7 +102,7 @@ pub async fn decide_once(
         .retain(|name, _| endpoints.iter().any(|p| &p.name == name));
     let observation = fleet.observation(now, current, status, Some(held), Some(now));
     let decision = decide(policy, &observation, state);
-    Ok(Reading {
+    Ok(Decided {
         current,
         fleet,
         decision,
@@ -110,7 +110,11 @@ pub async fn decide_once(
 }
 
 /// Writes `replicas` to the Deployment's scale subresource.
-pub async fn apply(client: &kube::Client, target: &Target, replicas: u32) -> anyhow::Result<()> {
+pub async fn apply(
+    client: &kube::Client,
+    target: &DeploymentRef,
+    replicas: u32,
+) -> anyhow::Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &target.namespace);
     let patch = serde_json::json!({ "spec": { "replicas": replicas } });
     deployments
