@@ -13,50 +13,13 @@ if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null; then
 fi
 cargo build --release --bin infscale >&2
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; for c in nginx nginx-proxy; do nginx -p "$work" -c "$work/$c.conf" -s stop 2>/dev/null || true; done; rm -rf "$work"' EXIT
-mkdir -p "$work/logs"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/logs/error.log;
-pid $work/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  upstream model { server 127.0.0.1:18081; keepalive 64; }
-  server {
-    listen 127.0.0.1:18081;
-    location /health { return 200 "ok\n"; }
-    location / { default_type application/json; return 200 '{"id":"cmpl-1","choices":[{"text":"hello"}]}'; }
-  }
-  # Token streams (benches/streams.rs): unbuffered, as nginx must be configured for SSE.
-  server {
+source scripts/nginx-anchor.sh
+trap 'kill $(jobs -p) 2>/dev/null || true; nginx_anchor_stop "$work"; rm -rf "$work"' EXIT
+# Token streams (benches/streams.rs) through nginx: unbuffered, as nginx must be set up for SSE.
+nginx_anchor "$work" 18081 18082 "server {
     listen 127.0.0.1:18096;
     location / { proxy_pass http://127.0.0.1:18095; proxy_http_version 1.1; proxy_buffering off; proxy_read_timeout 60s; }
-  }
-}
-CONF
-nginx -p "$work" -c "$work/nginx.conf"
-# nginx as the proxy runs as its own process with one worker, as the activator does: sharing the
-# upstream's worker would halve the CPU it gets.
-cat > "$work/nginx-proxy.conf" <<CONF
-worker_processes 1;
-error_log $work/logs/error-proxy.log;
-pid $work/nginx-proxy.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  upstream model { server 127.0.0.1:18081; keepalive 64; }
-  server {
-    listen 127.0.0.1:18082;
-    location / { proxy_pass http://model; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
-nginx -p "$work" -c "$work/nginx-proxy.conf"
+  }"
 ./target/release/infscale activator --upstream http://127.0.0.1:18081 --health-path /health \
   --listen 127.0.0.1:18083 --admin-listen 127.0.0.1:18084 >"$work/activator.log" 2>&1 &
 sleep 1

@@ -22,57 +22,16 @@ if ((${#need[@]})); then apt-get update -q && apt-get install -y -q "${need[@]}"
 cargo build --release --bin infscale >&2
 bin=$PWD/target/release/infscale
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; for c in nginx nginx-proxy; do nginx -p "$work" -c "$work/$c.conf" -s stop 2>/dev/null || true; done; rm -rf "$work"' EXIT
-mkdir -p "$work/logs"
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/logs/error.log;
-pid $work/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  upstream model { server 127.0.0.1:18181; keepalive 64; }
-  server {
-    listen 127.0.0.1:18181;
-    location /health { return 200 "ok\n"; }
-    location / { default_type application/json; return 200 '{"id":"cmpl-1","choices":[{"text":"hello"}]}'; }
-  }
-  server {
-    listen 127.0.0.1:18182;
-    location / { proxy_pass http://model; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
-nginx -p "$work" -c "$work/nginx.conf"
+source scripts/nginx-anchor.sh
+trap 'kill $(jobs -p) 2>/dev/null || true; nginx_anchor_stop "$work"; rm -rf "$work"' EXIT
+nginx_anchor "$work" 18181 18185
 "$bin" activator --upstream http://127.0.0.1:18181 --health-path /health \
   --listen 127.0.0.1:18183 --admin-listen 127.0.0.1:18184 >"$work/activator.log" 2>&1 &
 activator=$!
 sleep 1
-nginx_master=$(cat "$work/nginx.pid")
-# The proxying nginx is the same single worker that serves the upstream: count only the proxy's
-# share by profiling a second nginx whose only job is the proxy.
-cat > "$work/nginx-proxy.conf" <<CONF
-worker_processes 1;
-error_log $work/logs/error-proxy.log;
-pid $work/nginx-proxy.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  upstream model { server 127.0.0.1:18181; keepalive 64; }
-  server {
-    listen 127.0.0.1:18185;
-    location / { proxy_pass http://model; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
-nginx -p "$work" -c "$work/nginx-proxy.conf"
 sleep 0.5
 nginx_proxy=$(pgrep -P "$(cat "$work/nginx-proxy.pid")" | head -1)
-echo "nginx upstream master $nginx_master, proxy worker $nginx_proxy, activator $activator" >&2
+echo "nginx proxy worker $nginx_proxy, activator $activator" >&2
 
 if [ -z "${ONLY_HEAP:-}" ]; then
 echo "1. CPU per proxied request (wrk -t1 -c32 -d5s; perf stat on the proxy process only)"
