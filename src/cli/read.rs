@@ -116,17 +116,17 @@ pub async fn read_all(
     let inputs = sources
         .iter()
         .zip(&pages)
-        .zip(earlier)
+        .zip(&earlier)
         .map(|((source, page), earlier)| Input {
             name: source.clone(),
             fetched: match page {
                 Ok(bytes) => Fetched::Page(bytes),
                 Err(e) => Fetched::Failed(e.clone()),
             },
-            earlier,
+            earlier: earlier.as_ref(),
             cpu_request_cores: args.cpu_request,
         });
-    let fleet = fleet::read(inputs, args.server, now);
+    let mut fleet = fleet::read(inputs, args.server, now);
     if let Some(map) = counters {
         fleet.remember(map);
     }

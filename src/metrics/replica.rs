@@ -4,9 +4,8 @@
 //! from files or URLs, the simulator from its replica model.
 
 use super::profile::Signals;
-use super::rates::{Rates, Snapshot};
+use super::rates::Rates;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// The CPU request assumed when a pod's is unknown, in cores.
 pub const DEFAULT_CPU_REQUEST_CORES: f64 = 1.0;
@@ -30,34 +29,6 @@ impl Replica {
             signals,
             rates,
             cpu_request_cores: DEFAULT_CPU_REQUEST_CORES,
-        }
-    }
-
-    /// A replica from a scrape at `now`, with rates since its last scrape: `counters` holds each
-    /// replica's last counters by name, and this scrape's replace them, for the next.
-    pub fn from_scrape(
-        name: impl Into<String>,
-        signals: Signals,
-        counters: &mut BTreeMap<String, Snapshot>,
-        now: f64,
-        cpu_request_cores: f64,
-    ) -> Replica {
-        let name = name.into();
-        let rates = counters
-            .get(&name)
-            .and_then(|p| Rates::between(&signals.counters, &p.counters, now - p.at));
-        counters.insert(
-            name.clone(),
-            Snapshot {
-                at: now,
-                counters: signals.counters.clone(),
-            },
-        );
-        Replica {
-            name,
-            signals,
-            rates,
-            cpu_request_cores,
         }
     }
 

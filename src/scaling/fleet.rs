@@ -9,7 +9,7 @@
 
 use super::demand::Observation;
 use crate::metrics::exposition::Scan;
-use crate::metrics::rates::Snapshot;
+use crate::metrics::rates::{Rates, Snapshot};
 use crate::metrics::{read_page, ProfileError, Replica, ServerChoice, Signals};
 use std::collections::BTreeMap;
 
@@ -33,7 +33,7 @@ pub struct Input<'a> {
     pub name: String,
     pub fetched: Fetched<'a>,
     /// Its last reading, for rates (`None`: no rates this round).
-    pub earlier: Option<Snapshot>,
+    pub earlier: Option<&'a Snapshot>,
     /// The pod's CPU request, cores.
     pub cpu_request_cores: f64,
 }
@@ -112,11 +112,12 @@ impl Fleet {
         }
     }
 
-    /// Each replica's reading now, by name, for the next round (replacing earlier ones).
-    pub fn remember(&self, counters: &mut BTreeMap<String, Snapshot>) {
-        for o in &self.outcomes {
-            if let Some(s) = &o.snapshot {
-                counters.insert(o.name.clone(), s.clone());
+    /// Moves each replica's reading now into `counters`, by name, for the next round
+    /// (replacing earlier ones).
+    pub fn remember(&mut self, counters: &mut BTreeMap<String, Snapshot>) {
+        for o in &mut self.outcomes {
+            if let Some(s) = o.snapshot.take() {
+                counters.insert(o.name.clone(), s);
             }
         }
     }
@@ -143,20 +144,19 @@ pub fn read<'a>(
         let mut snapshot = None;
         let vote = signals.map(|signals| {
             signals.map(|signals| {
-                let mut last: BTreeMap<String, Snapshot> = input
+                let rates = input
                     .earlier
-                    .map(|s| (input.name.clone(), s))
-                    .into_iter()
-                    .collect();
-                let replica = Replica::from_scrape(
-                    input.name.clone(),
+                    .and_then(|p| Rates::between(&signals.counters, &p.counters, now - p.at));
+                snapshot = Some(Snapshot {
+                    at: now,
+                    counters: signals.counters.clone(),
+                });
+                Replica {
+                    name: input.name.clone(),
                     signals,
-                    &mut last,
-                    now,
-                    input.cpu_request_cores,
-                );
-                snapshot = last.remove(&input.name);
-                replica
+                    rates,
+                    cpu_request_cores: input.cpu_request_cores,
+                }
             })
         });
         if let Some(Ok(r)) = &vote {
@@ -205,6 +205,7 @@ mod tests {
         assert_eq!((obs.replicas.len(), obs.missing), (1, 2));
         assert!(fleet.outcomes[2].vote.is_none());
         let mut counters = BTreeMap::new();
+        let mut fleet = fleet;
         fleet.remember(&mut counters);
         assert_eq!(counters.keys().collect::<Vec<_>>(), ["a"]);
     }

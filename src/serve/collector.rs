@@ -266,11 +266,11 @@ fn read_round(
         Input {
             name: pod.name.clone(),
             fetched,
-            earlier: counters.get(&pod.name).cloned(),
+            earlier: counters.get(&pod.name),
             cpu_request_cores: pod.cpu_request_cores,
         }
     });
-    let fleet = fleet::read(inputs, spec.server, started_at);
+    let mut fleet = fleet::read(inputs, spec.server, started_at);
     fleet.remember(counters);
     let mut first_error = None;
     for outcome in &fleet.outcomes {

@@ -92,10 +92,10 @@ pub async fn decide_once(
                 Ok(bytes) => Fetched::Page(bytes),
                 Err(e) => Fetched::Failed(e.to_string()),
             },
-            earlier: state.counters.get(&pod.name).cloned(),
+            earlier: state.counters.get(&pod.name),
             cpu_request_cores: pod.cpu_request_cores,
         });
-    let fleet = fleet::read(inputs, target.server, now);
+    let mut fleet = fleet::read(inputs, target.server, now);
     fleet.remember(&mut state.counters);
     state
         .counters

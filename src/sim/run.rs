@@ -146,14 +146,14 @@ fn scrape(
                 Fetched::Signals(r.signals(kv))
             };
             Input {
-                earlier: counters.get(&name).cloned(),
+                earlier: counters.get(&name),
                 name,
                 fetched,
                 cpu_request_cores,
             }
         })
         .collect();
-    let fleet = fleet::read(inputs, ServerChoice::Auto, now);
+    let mut fleet = fleet::read(inputs, ServerChoice::Auto, now);
     fleet.remember(counters);
     counters.retain(|name, _| cluster.replicas.iter().any(|r| r.id.to_string() == *name));
     Scrape { fleet, at: now }
