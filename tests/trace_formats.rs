@@ -34,7 +34,10 @@ fn each_published_format_replays_through_simulate() {
         assert_eq!(v["requests"], requests, "{file}");
         let p = &v["policies"][0];
         assert_eq!(p["requests"], requests, "{file}");
-        assert_eq!(p["slo_miss"], 0, "{file}: one warm replica serves a handful at once");
+        assert_eq!(
+            p["slo_miss"], 0,
+            "{file}: one warm replica serves a handful at once"
+        );
         // Every request met the SLO, so goodput is all of them over the replica-hours.
         let hours = p["replica_minutes"].as_f64().unwrap() / 60.0;
         let goodput = p["goodput_per_gpu_hour"].as_f64().unwrap();

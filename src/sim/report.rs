@@ -195,7 +195,10 @@ mod tests {
         assert_eq!(twice.goodput_per_gpu_hour, 4.0);
         assert_eq!(goodput_per_gpu_hour(5, 0.0), 0.0);
         let table = table(&[s], None);
-        assert!(table.lines().next().unwrap().ends_with("goodput/GPU-h"), "{table}");
+        assert!(
+            table.lines().next().unwrap().ends_with("goodput/GPU-h"),
+            "{table}"
+        );
         assert!(table.lines().nth(1).unwrap().ends_with("  4"), "{table}");
     }
 }

@@ -7,6 +7,7 @@
 //! cannot be read is an error naming the file, the line and what is wrong; the one skip is
 //! BurstGPT's failed requests (0 response tokens), counted in a note.
 
+use super::datetime::{datetime_ticks, TICKS_PER_S};
 use super::{run_length, Request, Trace, TraceError};
 use std::str::FromStr;
 
@@ -150,7 +151,11 @@ pub fn mooncake(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, 
 /// tokens`, `Response tokens`); rows with 0 response tokens are failed requests, skipped and
 /// counted in a note.
 pub fn burstgpt(name: &str, text: &str, duration: Option<f64>) -> Result<Read, TraceError> {
-    let mut rows = CsvRows::new(name, text, &["timestamp", "request tokens", "response tokens"])?;
+    let mut rows = CsvRows::new(
+        name,
+        text,
+        &["timestamp", "request tokens", "response tokens"],
+    )?;
     let mut requests = Vec::new();
     let mut failed = 0usize;
     while let Some(row) = rows.next_row()? {
@@ -194,12 +199,17 @@ pub fn burstgpt(name: &str, text: &str, duration: Option<f64>) -> Result<Read, T
 /// Azure's LLM inference CSV: `TIMESTAMP` a datetime such as `2023-11-16 18:15:46.6805900`
 /// (up to 7 fractional digits, no zone), `ContextTokens`, `GeneratedTokens` (at least 1).
 pub fn azure(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, TraceError> {
-    let mut rows = CsvRows::new(name, text, &["timestamp", "contexttokens", "generatedtokens"])?;
+    let mut rows = CsvRows::new(
+        name,
+        text,
+        &["timestamp", "contexttokens", "generatedtokens"],
+    )?;
     let mut first_ticks = None;
     let mut requests = Vec::new();
     while let Some((line, f)) = rows.next_row()? {
         let bad = |m: &str| TraceError(format!("{name}:{line}: {m}"));
-        let ticks = datetime_ticks(&f[0]).map_err(|m| bad(&format!("TIMESTAMP {:?}: {m}", f[0])))?;
+        let ticks =
+            datetime_ticks(&f[0]).map_err(|m| bad(&format!("TIMESTAMP {:?}: {m}", f[0])))?;
         let prompt: u32 = f[1]
             .parse()
             .map_err(|_| bad(&format!("ContextTokens {:?} is not a whole number", f[1])))?;
@@ -306,71 +316,6 @@ impl<'a> CsvRows<'a> {
         }
         Ok(None)
     }
-}
-
-/// Datetime ticks per second (100 ns ticks, the 7 fractional digits Azure's traces carry).
-const TICKS_PER_S: i64 = 10_000_000;
-
-/// `YYYY-MM-DD HH:MM:SS[.fffffff]` (or `T` between date and time) as 100 ns ticks since
-/// 1970-01-01, no time zone.
-fn datetime_ticks(s: &str) -> Result<i64, String> {
-    let (date, time) = s
-        .split_once([' ', 'T'])
-        .ok_or("expected YYYY-MM-DD HH:MM:SS[.fffffff]")?;
-    let num = |part: &str, what: &str, digits: usize| -> Result<i64, String> {
-        if part.len() != digits || !part.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("{what} {part:?} is not {digits} digits"));
-        }
-        part.parse().map_err(|_| format!("{what} {part:?}"))
-    };
-    let d: Vec<&str> = date.split('-').collect();
-    let [y, mo, day] = d[..] else {
-        return Err(format!("date {date:?} is not YYYY-MM-DD"));
-    };
-    let (y, mo, day) = (num(y, "year", 4)?, num(mo, "month", 2)?, num(day, "day", 2)?);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let t: Vec<&str> = hms.split(':').collect();
-    let [h, mi, sec] = t[..] else {
-        return Err(format!("time {time:?} is not HH:MM:SS"));
-    };
-    let (h, mi, sec) = (num(h, "hour", 2)?, num(mi, "minute", 2)?, num(sec, "second", 2)?);
-    if !(1..=12).contains(&mo) || day < 1 || day > days_in_month(y, mo) {
-        return Err(format!("no such date {date}"));
-    }
-    if h > 23 || mi > 59 || sec > 59 {
-        return Err(format!("no such time {hms}"));
-    }
-    if frac.len() > 7 || (time.contains('.') && frac.is_empty()) {
-        return Err(format!("fraction {frac:?}: expected 1 to 7 digits"));
-    }
-    let frac_ticks = if frac.is_empty() {
-        0
-    } else {
-        num(frac, "fraction", frac.len())? * 10i64.pow(7 - frac.len() as u32)
-    };
-    let seconds = days_from_civil(y, mo, day) * 86_400 + h * 3600 + mi * 60 + sec;
-    Ok(seconds * TICKS_PER_S + frac_ticks)
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (the usual era arithmetic: years counted
-/// from March so the leap day falls last).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

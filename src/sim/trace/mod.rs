@@ -6,6 +6,7 @@
 //! A CSV (`time_s,prompt_tokens,output_tokens`) replays a user's own log; [`formats`] reads the
 //! published traces (Mooncake, BurstGPT, Azure) and tells the formats apart.
 
+mod datetime;
 pub mod formats;
 
 use super::rng::{Lengths, Rng};
