@@ -8,6 +8,7 @@ use crate::sim::plot::{self, Panel};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
 use crate::sim::run::{self, Mode, Settings, Trigger};
+use crate::sim::trace::formats::{self, Format, FORMAT_NAMES};
 use crate::sim::trace::{Scenario, Trace};
 use anyhow::Context;
 use std::path::PathBuf;
@@ -38,10 +39,14 @@ pub const RECOMMENDED_TO_ZERO: &str = "queue:48,lookahead=120,downwindow=60,min=
 /// Where the trace comes from and how the loop runs; shared by `simulate` and `tune`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimArgs {
-    /// A YAML scenario (rates over time, length distributions, seed) or a CSV of arrivals
-    /// (time_s,prompt_tokens,output_tokens) [default: the built-in 25-minute day].
+    /// A YAML scenario (rates over time, length distributions, seed) or a log of arrivals: a CSV
+    /// (time_s,prompt_tokens,output_tokens), Mooncake JSONL, BurstGPT or Azure LLM inference CSV
+    /// [default: the built-in 25-minute day].
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// How --trace is written; auto tells by the extension and first line.
+    #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = FORMAT_NAMES)]
+    pub trace_format: String,
     /// Random seed for a generated trace [default: the scenario's].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -80,7 +85,8 @@ pub struct SimArgs {
     pub gpu: GpuArgs,
 }
 
-/// Where a trace comes from: a scenario to generate, or arrivals read from a CSV.
+/// Where a trace comes from: a scenario to generate, or arrivals read from a log (any of the
+/// [`formats`]).
 pub enum TraceSource {
     Scenario(Scenario),
     Csv(Trace),
@@ -111,8 +117,11 @@ impl SimArgs {
         };
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).with_context(|| format!("{name}: cannot read"))?;
-        let is_yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
-        if is_yaml {
+        let format = match self.trace_format.parse::<Format>()? {
+            Format::Auto => formats::detect(&name, &text),
+            named => named,
+        };
+        if format == Format::Scenario {
             let mut s: Scenario = serde_yaml::from_str(&text).with_context(|| name.clone())?;
             if let Some(seed) = self.seed {
                 s.seed = seed;
@@ -122,11 +131,11 @@ impl SimArgs {
             }
             Ok(TraceSource::Scenario(s))
         } else {
-            Ok(TraceSource::Csv(Trace::from_csv(
-                &name,
-                &text,
-                self.duration,
-            )?))
+            let read = formats::read(format, &name, &text, self.duration)?;
+            for note in &read.notes {
+                eprintln!("note: {note}");
+            }
+            Ok(TraceSource::Csv(read.trace))
         }
     }
 

@@ -9,6 +9,10 @@
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
+/// GPUs one replica holds. The model describes one card per replica (no tensor parallelism), so
+/// a replica-hour is a GPU-hour; goodput per GPU-hour divides by this.
+pub const GPUS_PER_REPLICA: f64 = 1.0;
+
 /// The replica model's parameters; every one is a flag and a YAML field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -2,9 +2,12 @@
 //!
 //! A request misses the SLO when its first token came later than the SLO, when the activator
 //! answered it with a timeout, or when it never got a first token before the trace ended.
-//! Percentiles are over the requests that got a first token.
+//! Percentiles are over the requests that got a first token. Goodput per GPU-hour is the
+//! requests that met the SLO over the GPU-hours spent (replica-hours times
+//! [`GPUS_PER_REPLICA`]).
 
 use super::cluster::RequestOutcome;
+use super::gpu::GPUS_PER_REPLICA;
 use super::run::Run;
 use serde::Serialize;
 use std::fmt::Write;
@@ -23,6 +26,8 @@ pub struct Summary {
     pub replica_minutes: f64,
     pub peak_replicas: u32,
     pub scale_events: u32,
+    /// Requests that met the TTFT SLO per GPU-hour spent (0 when no GPU-hour was spent).
+    pub goodput_per_gpu_hour: f64,
 }
 
 /// The q-quantile of sorted values, interpolated linearly between ranks.
@@ -60,6 +65,7 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
     let requests = outcomes().count();
     let slo_miss: usize = runs.iter().map(|r| misses(&r.outcomes, slo_s)).sum();
     let n = runs.len().max(1) as f64;
+    let replica_seconds: f64 = runs.iter().map(|r| r.replica_seconds).sum();
     Summary {
         policy: policy.to_owned(),
         requests,
@@ -73,10 +79,21 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
         ttft_p50_s: quantile(&ttfts, 0.50),
         ttft_p95_s: quantile(&ttfts, 0.95),
         ttft_p99_s: quantile(&ttfts, 0.99),
-        replica_minutes: runs.iter().map(|r| r.replica_seconds).sum::<f64>() / 60.0 / n,
+        replica_minutes: replica_seconds / 60.0 / n,
         peak_replicas: runs.iter().map(|r| r.peak).max().unwrap_or(0),
         scale_events: (runs.iter().map(|r| f64::from(r.scale_events)).sum::<f64>() / n).round()
             as u32,
+        goodput_per_gpu_hour: goodput_per_gpu_hour(requests - slo_miss, replica_seconds),
+    }
+}
+
+/// Requests that met the SLO per GPU-hour, over `replica_seconds` of replicas.
+pub fn goodput_per_gpu_hour(met_slo: usize, replica_seconds: f64) -> f64 {
+    let gpu_hours = replica_seconds / 3600.0 * GPUS_PER_REPLICA;
+    if gpu_hours > 0.0 {
+        met_slo as f64 / gpu_hours
+    } else {
+        0.0
     }
 }
 
@@ -91,7 +108,7 @@ pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "{:width$}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4}  {:>12}",
+        "{:width$}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4}  {:>12}  {:>13}",
         "policy",
         "SLO miss",
         "miss %",
@@ -100,7 +117,8 @@ pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
         "TTFT p99",
         "replica-min",
         "peak",
-        "scale events"
+        "scale events",
+        "goodput/GPU-h"
     );
     if bound_minutes.is_some() {
         out.push_str("  x bound");
@@ -109,7 +127,7 @@ pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
     for s in summaries {
         let _ = write!(
             out,
-            "{:width$}  {:>8}  {:>5.1}%  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>11.1}  {:>4}  {:>12}",
+            "{:width$}  {:>8}  {:>5.1}%  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>11.1}  {:>4}  {:>12}  {:>13.0}",
             s.policy,
             s.slo_miss,
             s.slo_miss_pct,
@@ -118,7 +136,8 @@ pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
             s.ttft_p99_s,
             s.replica_minutes,
             s.peak_replicas,
-            s.scale_events
+            s.scale_events,
+            s.goodput_per_gpu_hour
         );
         if let Some(bound) = bound_minutes {
             let _ = write!(out, "  {:>6.2}x", s.replica_minutes / bound);
@@ -152,5 +171,34 @@ mod tests {
             o(2.0, false),
         ];
         assert_eq!(misses(&outcomes, 2.0), 3);
+    }
+
+    #[test]
+    fn goodput_counts_requests_in_slo_per_gpu_hour() {
+        // Three requests, two within a 2 s SLO, on one replica for 30 minutes: 2 / 0.5 h = 4.
+        let o = |ttft: f32| RequestOutcome {
+            ttft,
+            rejected: false,
+        };
+        let run = Run {
+            outcomes: vec![o(0.5), o(1.5), o(3.0)],
+            replica_seconds: 1800.0,
+            scale_events: 0,
+            peak: 1,
+            timeline: Vec::new(),
+            series: Vec::new(),
+        };
+        let s = summarize("p", &run, 2.0);
+        assert_eq!(s.goodput_per_gpu_hour, 4.0);
+        // Over two runs, the requests in SLO over all the GPU-hours: (2 + 2) / 1 h.
+        let twice = summarize_many("p", &[run.clone(), run], 2.0);
+        assert_eq!(twice.goodput_per_gpu_hour, 4.0);
+        assert_eq!(goodput_per_gpu_hour(5, 0.0), 0.0);
+        let table = table(&[s], None);
+        assert!(
+            table.lines().next().unwrap().ends_with("goodput/GPU-h"),
+            "{table}"
+        );
+        assert!(table.lines().nth(1).unwrap().ends_with("  4"), "{table}");
     }
 }

@@ -158,6 +158,7 @@ mod tests {
             replica_minutes: cost,
             peak_replicas: 1,
             scale_events: 0,
+            goodput_per_gpu_hour: 0.0,
         }
     }
 

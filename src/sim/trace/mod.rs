@@ -3,7 +3,11 @@
 //! A trace is a list of request arrivals with prompt and output lengths. Generated traces are
 //! deterministic for a given seed: arrivals are a non-homogeneous Poisson process over a
 //! piecewise-linear rate, drawn by thinning, and lengths come from the scenario's distributions.
-//! A CSV (`time_s,prompt_tokens,output_tokens`) replays a user's own log.
+//! A CSV (`time_s,prompt_tokens,output_tokens`) replays a user's own log; [`formats`] reads the
+//! published traces (Mooncake, BurstGPT, Azure) and tells the formats apart.
+
+mod datetime;
+pub mod formats;
 
 use super::rng::{Lengths, Rng};
 use serde::{Deserialize, Serialize};
@@ -221,16 +225,9 @@ impl Trace {
             });
         }
         requests.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
-        let last = requests.last().map_or(0.0, |r| r.arrival);
-        let duration = duration.unwrap_or((last + 120.0).ceil());
-        if !(duration.is_finite() && duration > 0.0) {
-            return Err(TraceError(format!(
-                "{name}: duration {duration} must be positive"
-            )));
-        }
         Ok(Trace {
             name: name.to_owned(),
-            duration,
+            duration: run_length(name, &requests, duration)?,
             requests,
         })
     }
@@ -245,6 +242,19 @@ impl Trace {
         }
         out
     }
+}
+
+/// How long a read trace runs: `duration`, or by default two minutes past the last of the
+/// sorted `requests`.
+fn run_length(name: &str, requests: &[Request], duration: Option<f64>) -> Result<f64, TraceError> {
+    let last = requests.last().map_or(0.0, |r| r.arrival);
+    let duration = duration.unwrap_or((last + 120.0).ceil());
+    if !(duration.is_finite() && duration > 0.0) {
+        return Err(TraceError(format!(
+            "{name}: duration {duration} must be positive"
+        )));
+    }
+    Ok(duration)
 }
 
 #[cfg(test)]
