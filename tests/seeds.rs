@@ -1,4 +1,5 @@
-//! Judging on many traces through the binary: `simulate --seeds` against single-seed runs.
+//! Judging on many traces through the binary: `simulate --seeds` against single-seed runs, and
+//! `tune`'s report on held-out seeds.
 
 use serde_json::Value;
 use std::process::{Command, Output};
@@ -107,4 +108,48 @@ fn seeds_with_a_csv_trace_is_an_error_naming_the_flag() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--seeds") && err.contains("CSV"), "{err}");
+}
+
+/// One point, so the run stays short; held out on two seeds after the one chosen on.
+const ONE_POINT: [&str; 16] = [
+    "tune",
+    "--targets",
+    "48",
+    "--lookaheads",
+    "120",
+    "--down-windows",
+    "60",
+    "--down-policies",
+    "default",
+    "--cooldowns",
+    "none",
+    "--replicates",
+    "1",
+    "--held-out",
+    "2",
+    "--max-miss",
+];
+
+#[test]
+fn tune_reports_the_choice_on_held_out_seeds() {
+    let mut args = ONE_POINT.to_vec();
+    args.extend(["100", "--mode", "hpa"]);
+    let out = stdout(&args);
+    assert!(out.contains("chosen on seed 1), hpa loop"), "{out}");
+    assert!(
+        out.contains("held out: the frontier on seeds 2..3"),
+        "{out}"
+    );
+    assert!(out.contains("# held out (seeds 2..3): "), "{out}");
+    assert!(out.contains("kind: ScaledObject"), "{out}");
+
+    let mut args = ONE_POINT.to_vec();
+    args.extend(["100", "--json"]);
+    let v = json(&args);
+    assert_eq!(v["mode"], "keda");
+    assert_eq!(v["seeds"], serde_json::json!([1]));
+    assert_eq!(v["held_out"]["seeds"], serde_json::json!([2, 3]));
+    let point = &v["held_out"]["points"][0];
+    assert_eq!(point["seeds"], 2);
+    assert!(number(point, "bound_ratio") > 1.0, "{point}");
 }
