@@ -38,11 +38,21 @@ fn close(a: f64, b: f64, what: &str) {
     );
 }
 
-const POLICIES: [&str; 2] = ["queue:24", "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60"];
+const POLICIES: [&str; 2] = [
+    "queue:24",
+    "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60",
+];
 
 #[test]
 fn many_seeds_are_the_means_of_single_seed_runs() {
-    let many = json(&["simulate", POLICIES[0], POLICIES[1], "--seeds", "3", "--json"]);
+    let many = json(&[
+        "simulate",
+        POLICIES[0],
+        POLICIES[1],
+        "--seeds",
+        "3",
+        "--json",
+    ]);
     assert_eq!(many["seeds"], 3);
     let singles: Vec<Value> = (1..=3)
         .map(|k| {

@@ -33,7 +33,10 @@ fn traces(args: &Args) -> anyhow::Result<Traces> {
     let first = args.sim.seed.unwrap_or(1);
     let r = args.replicates.max(1);
     let h = args.held_out.unwrap_or(r);
-    let Some(last) = first.checked_add(r - 1).filter(|l| l.checked_add(h).is_some()) else {
+    let Some(last) = first
+        .checked_add(r - 1)
+        .filter(|l| l.checked_add(h).is_some())
+    else {
         bail!("--seed {first} with --replicates {r} and --held-out {h}: seeds past 2^64");
     };
     let chosen_seeds = first..=last;

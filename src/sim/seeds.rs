@@ -103,8 +103,14 @@ impl Judged {
         out.insert("policy".to_owned(), Value::String(self.policy.clone()));
         let number = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
         out.insert("seeds".to_owned(), Value::from(self.per_seed.len()));
-        out.insert("slo_miss_pct_p95".to_owned(), number(self.slo_miss_pct_p95()));
-        out.insert("slo_miss_pct_max".to_owned(), number(self.slo_miss_pct_max()));
+        out.insert(
+            "slo_miss_pct_p95".to_owned(),
+            number(self.slo_miss_pct_p95()),
+        );
+        out.insert(
+            "slo_miss_pct_max".to_owned(),
+            number(self.slo_miss_pct_max()),
+        );
         out.insert("bound_ratio".to_owned(), number(self.bound_ratio()));
         Value::Object(out)
     }
@@ -292,7 +298,10 @@ mod tests {
                 assert_eq!(j.per_seed[t], alone);
                 let bound = clairvoyant(trace, &hw, settings.slo_ttft_s, settings.dt, 8);
                 assert_eq!(judged.bounds[t], bound.replica_minutes);
-                assert_eq!(j.bound_ratios[t], alone.replica_minutes / bound.replica_minutes);
+                assert_eq!(
+                    j.bound_ratios[t],
+                    alone.replica_minutes / bound.replica_minutes
+                );
             }
         }
     }
