@@ -17,7 +17,7 @@ struct Traces {
     chosen: Vec<Trace>,
     chosen_seeds: Option<RangeInclusive<u64>>,
     held_out: Vec<Trace>,
-    held_out_seeds: RangeInclusive<u64>,
+    held_out_seeds: Vec<u64>,
 }
 
 fn traces(args: &Args) -> anyhow::Result<Traces> {
@@ -27,7 +27,7 @@ fn traces(args: &Args) -> anyhow::Result<Traces> {
             chosen: vec![source.trace(0)?],
             chosen_seeds: None,
             held_out: Vec::new(),
-            held_out_seeds: 1..=0,
+            held_out_seeds: Vec::new(),
         });
     }
     let first = args.sim.seed.unwrap_or(1);
@@ -40,20 +40,20 @@ fn traces(args: &Args) -> anyhow::Result<Traces> {
         bail!("--seed {first} with --replicates {r} and --held-out {h}: seeds past 2^64");
     };
     let chosen_seeds = first..=last;
-    let held_out_seeds = last + 1..=last + h;
     Ok(Traces {
         chosen: super::seeds::traces(&source, chosen_seeds.clone(), "--replicates")?,
         chosen_seeds: Some(chosen_seeds),
-        held_out: super::seeds::traces(&source, held_out_seeds.clone(), "--held-out")?,
-        held_out_seeds,
+        held_out: super::seeds::traces(&source, last + 1..=last + h, "--held-out")?,
+        held_out_seeds: (last + 1..=last + h).collect(),
     })
 }
 
-fn span(seeds: &RangeInclusive<u64>) -> String {
-    if seeds.start() == seeds.end() {
-        format!("seed {}", seeds.start())
-    } else {
-        format!("seeds {}..{}", seeds.start(), seeds.end())
+/// "seed a" or "seeds a..b" for consecutive seeds.
+fn span(seeds: &[u64]) -> String {
+    match (seeds.first(), seeds.last()) {
+        (Some(a), Some(b)) if a != b => format!("seeds {a}..{b}"),
+        (Some(a), _) => format!("seed {a}"),
+        _ => "no seeds".to_owned(),
     }
 }
 
@@ -245,7 +245,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "frontier": frontier,
             "clairvoyant_replica_minutes": bound_minutes,
             "held_out": held_out.as_ref().map(|h| serde_json::json!({
-                "seeds": all.held_out_seeds.clone().collect::<Vec<_>>(),
+                "seeds": all.held_out_seeds,
                 "clairvoyant_replica_minutes": h.bound_mean(),
                 "points": h.policies.iter().map(Judged::to_json).collect::<Vec<_>>(),
             })),
@@ -259,7 +259,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         trace.name,
         trace.requests.len(),
         match &all.chosen_seeds {
-            Some(seeds) => format!(" with seed {}; chosen on {}", seeds.start(), span(seeds)),
+            Some(seeds) => format!(
+                " with seed {}; chosen on {}",
+                seeds.start(),
+                span(&seeds.clone().collect::<Vec<_>>())
+            ),
             None => String::new(),
         }
     );
