@@ -285,6 +285,10 @@ fn tune_prints_a_frontier_and_a_scaled_object() {
             "none,60",
             "--max-miss",
             "1",
+            "--replicates",
+            "1",
+            "--held-out",
+            "0",
         ],
     );
     assert!(out.contains("Pareto frontier"), "{out}");

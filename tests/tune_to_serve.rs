@@ -41,6 +41,10 @@ fn tune(
             "chat",
             "--namespace",
             "llm",
+            "--replicates",
+            "1",
+            "--held-out",
+            "0",
         ])
         .output()
         .expect("run infscale tune");

@@ -11,6 +11,7 @@ mod kube;
 mod parse;
 mod policy_args;
 mod read;
+mod seeds;
 pub mod serve;
 mod simulate;
 mod state_file;

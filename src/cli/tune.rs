@@ -4,15 +4,56 @@ use super::simulate::SimArgs;
 use crate::scaling::scaled_object::{self, Placement};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
+use crate::sim::seeds::{self, Judged, Judgement};
+use crate::sim::trace::Trace;
 use crate::sim::tune::{self, Grid};
-use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
+use anyhow::bail;
+use std::ops::RangeInclusive;
 use std::process::ExitCode;
 
-fn trace_seed(source: &super::simulate::TraceSource) -> u64 {
-    match source {
-        super::simulate::TraceSource::Scenario(s) => s.seed,
-        super::simulate::TraceSource::Csv(_) => 0,
+/// The traces chosen on and the held-out ones, with their seeds (none for a CSV trace, which is
+/// one trace and has nothing to hold out).
+struct Traces {
+    chosen: Vec<Trace>,
+    chosen_seeds: Option<RangeInclusive<u64>>,
+    held_out: Vec<Trace>,
+    held_out_seeds: Vec<u64>,
+}
+
+fn traces(args: &Args) -> anyhow::Result<Traces> {
+    let source = args.sim.source()?;
+    if let super::simulate::TraceSource::Csv(_) = source {
+        return Ok(Traces {
+            chosen: vec![source.trace(0)?],
+            chosen_seeds: None,
+            held_out: Vec::new(),
+            held_out_seeds: Vec::new(),
+        });
+    }
+    let first = args.sim.seed.unwrap_or(1);
+    let r = args.replicates.max(1);
+    let h = args.held_out.unwrap_or(r);
+    let Some(last) = first
+        .checked_add(r - 1)
+        .filter(|l| l.checked_add(h).is_some())
+    else {
+        bail!("--seed {first} with --replicates {r} and --held-out {h}: seeds past 2^64");
+    };
+    let chosen_seeds = first..=last;
+    Ok(Traces {
+        chosen: super::seeds::traces(&source, chosen_seeds.clone(), "--replicates")?,
+        chosen_seeds: Some(chosen_seeds),
+        held_out: super::seeds::traces(&source, last + 1..=last + h, "--held-out")?,
+        held_out_seeds: (last + 1..=last + h).collect(),
+    })
+}
+
+/// "seed a" or "seeds a..b" for consecutive seeds.
+fn span(seeds: &[u64]) -> String {
+    match (seeds.first(), seeds.last()) {
+        (Some(a), Some(b)) if a != b => format!("seeds {a}..{b}"),
+        (Some(a), _) => format!("seed {a}"),
+        _ => "no seeds".to_owned(),
     }
 }
 
@@ -53,10 +94,14 @@ pub struct Args {
     /// How many points of the grid to run, spread evenly over it (0: all).
     #[arg(long, default_value_t = 500)]
     pub points: usize,
-    /// Run every point on this many traces of the scenario (seeds seed, seed+1, ...) and judge it
-    /// on all of them, so the choice does not fit one draw's luck.
-    #[arg(long, default_value_t = 1)]
+    /// Run every point on this many traces of the scenario (seeds 1..R, or from --seed) and
+    /// judge it on all of them, so the choice does not fit one draw's luck.
+    #[arg(long, default_value_t = 5)]
     pub replicates: u64,
+    /// Then run the frontier (and the --max-miss choice) on this many further seeds, after the
+    /// ones chosen on, and report those figures too (0: skip) [default: --replicates].
+    #[arg(long, value_name = "N")]
+    pub held_out: Option<u64>,
     /// Print the cheapest point with at most this miss % as a KEDA ScaledObject.
     #[arg(long, value_name = "PERCENT")]
     pub max_miss: Option<f64>,
@@ -128,15 +173,11 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let source = args.sim.source()?;
-    let replicates = match source {
-        super::simulate::TraceSource::Scenario(_) => args.replicates.max(1),
-        super::simulate::TraceSource::Csv(_) => 1,
+    let all = traces(&args)?;
+    let traces = &all.chosen;
+    let Some(trace) = traces.first() else {
+        bail!("no trace to tune on");
     };
-    let traces = (0..replicates)
-        .map(|i| source.trace(i))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let trace = &traces[0];
     let settings = args.sim.settings()?;
     let hw = Hardware::new(args.sim.gpu.model()?);
     let specs = tune::sample(args.grid()?.policies(), args.points);
@@ -144,15 +185,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("the grid is empty: give at least one value on every axis");
     }
     let policies = args.sim.policies(&specs)?;
-    let bar = ProgressBar::new(specs.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} ({eta} left)")
-            .context("progress bar")?,
-    );
+    let bar = super::seeds::progress(specs.len() as u64, "points", args.json)?;
     let summaries: Vec<Summary> =
-        tune::run_points(&specs, &policies, &traces, &hw, &settings, &|| bar.inc(1));
+        tune::run_points(&specs, &policies, traces, &hw, &settings, &|| bar.inc(1));
     bar.finish_and_clear();
     let frontier = tune::pareto(&summaries);
+    let chosen = match args.max_miss {
+        Some(max_miss) => match tune::cheapest_under(&summaries, max_miss) {
+            Some(best) => Some(best),
+            None => bail!(
+                "no point has at most {max_miss}% misses: widen the grid (higher max, lookahead)"
+            ),
+        },
+        None => None,
+    };
+    // The frontier and the choice, on seeds the choice never saw.
+    let mut checked: Vec<String> = frontier.iter().map(|s| s.policy.clone()).collect();
+    if let Some(best) = chosen.filter(|b| !checked.contains(&b.policy)) {
+        checked.push(best.policy.clone());
+    }
+    let held_out: Option<Judgement> = if all.held_out.is_empty() {
+        None
+    } else {
+        let checked_policies = args.sim.policies(&checked)?;
+        let jobs = all.held_out.len() * (checked.len() + 1);
+        let bar = super::seeds::progress(jobs as u64, "held-out runs and bounds", args.json)?;
+        let judged = seeds::judge(
+            &checked,
+            &checked_policies,
+            &all.held_out,
+            &hw,
+            &settings,
+            super::simulate::BOUND_CAP,
+            &|| bar.inc(1),
+        );
+        bar.finish_and_clear();
+        Some(judged)
+    };
+    let mode = &args.sim.mode;
     let bound_minutes = traces
         .iter()
         .map(|t| {
@@ -169,22 +239,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         / traces.len() as f64;
     if args.json {
         let json = serde_json::json!({
+            "mode": mode,
+            "seeds": all.chosen_seeds.as_ref().map(|s| s.clone().collect::<Vec<_>>()),
             "points": summaries,
             "frontier": frontier,
             "clairvoyant_replica_minutes": bound_minutes,
+            "held_out": held_out.as_ref().map(|h| serde_json::json!({
+                "seeds": all.held_out_seeds,
+                "clairvoyant_replica_minutes": h.bound_mean(),
+                "points": h.policies.iter().map(Judged::to_json).collect::<Vec<_>>(),
+            })),
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{} points on trace {} ({} requests{}); Pareto frontier, cheapest first:",
+        "{} points on trace {} ({} requests{}), {mode} loop; Pareto frontier, cheapest first:",
         summaries.len(),
         trace.name,
         trace.requests.len(),
-        if traces.len() > 1 {
-            format!(", {} seeds from {}", traces.len(), trace_seed(&source))
-        } else {
-            String::new()
+        match &all.chosen_seeds {
+            Some(seeds) => format!(
+                " with seed {}; chosen on {}",
+                seeds.start(),
+                span(&seeds.clone().collect::<Vec<_>>())
+            ),
+            None => String::new(),
         }
     );
     print!("{}", report::table(&frontier, Some(bound_minutes)));
@@ -193,12 +273,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("\nall points:");
         print!("{}", report::table(&summaries, Some(bound_minutes)));
     }
-    if let Some(max_miss) = args.max_miss {
-        let Some(best) = tune::cheapest_under(&summaries, max_miss) else {
-            bail!(
-                "no point has at most {max_miss}% misses: widen the grid (higher max, lookahead)"
-            );
-        };
+    if let Some(h) = &held_out {
+        println!(
+            "\nheld out: the frontier on {}, traces the choice never saw:",
+            span(&all.held_out_seeds)
+        );
+        print!("{}", seeds::table(&h.policies));
+        println!(
+            "clairvoyant bound: {:.1} replica-min on average; x bound is the mean of each seed's ratio",
+            h.bound_mean()
+        );
+    }
+    if let (Some(max_miss), Some(best)) = (args.max_miss, chosen) {
         let policy = args.sim.policy(&best.policy)?;
         let target = Placement {
             name: args.name.clone(),
@@ -220,6 +306,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "\n# cheapest with at most {max_miss}% misses: {} ({:.2}% misses, {:.1} replica-min)",
             best.policy, best.slo_miss_pct, best.replica_minutes
         );
+        let checked = held_out
+            .as_ref()
+            .and_then(|h| h.policies.iter().find(|j| j.policy == best.policy));
+        if let Some(j) = checked {
+            println!(
+                "# held out ({}): {:.2}% misses on average (p95 {:.2}%, worst {:.2}%), {:.1} replica-min, {:.2}x bound",
+                span(&all.held_out_seeds),
+                j.slo_miss_pct_mean(),
+                j.slo_miss_pct_p95(),
+                j.slo_miss_pct_max(),
+                j.replica_minutes_mean(),
+                j.bound_ratio()
+            );
+        }
         print!("{}", scaled_object::render(&policy, &target));
     }
     Ok(ExitCode::SUCCESS)

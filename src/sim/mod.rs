@@ -4,7 +4,7 @@
 //! [`replica`] and [`cluster`] serve it step by step; [`run`] drives the control loop, calling
 //! the same `scaling` functions `serve` and `decide` call; [`report`] turns a run into SLO misses
 //! and replica-minutes; [`bound`] is the clairvoyant lower bound; [`plot`] draws the runs;
-//! [`tune`] searches policies.
+//! [`seeds`] judges policies on many traces of a scenario; [`tune`] searches policies.
 
 pub mod bound;
 pub mod cluster;
@@ -14,5 +14,6 @@ pub mod replica;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod seeds;
 pub mod trace;
 pub mod tune;

@@ -1,0 +1,308 @@
+//! Judging policies on many traces of one scenario instead of one draw.
+//!
+//! One trace is one draw of arrivals and lengths; a policy that looks cheap on it may have been
+//! lucky. [`judge`] runs every policy on every trace (in parallel on all cores), each trace's
+//! clairvoyant bound once for all policies, and keeps each policy's per-trace summaries, so that
+//! [`Judged`] can report the mean, the 95th percentile and the worst per-trace miss %, the mean
+//! cost, and the mean ratio of each trace's cost to that trace's own bound.
+
+use super::bound::clairvoyant;
+use super::replica::Hardware;
+use super::report::{self, Summary};
+use super::run::{self, Settings};
+use super::trace::Trace;
+use crate::scaling::Policy;
+use rayon::prelude::*;
+use serde_json::{Map, Value};
+use std::fmt::Write;
+
+/// One policy over many traces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub policy: String,
+    /// One summary per trace, in the traces' order.
+    pub per_seed: Vec<Summary>,
+    /// Each trace's replica-minutes over that trace's clairvoyant bound.
+    pub bound_ratios: Vec<f64>,
+}
+
+/// The mean of some values (NaN for none).
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 {
+        f64::NAN
+    } else {
+        sum / n as f64
+    }
+}
+
+/// The q-quantile of values, interpolated linearly between ranks (NaN for none).
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+    let w = rank - lo as f64;
+    sorted[lo] * (1.0 - w) + sorted[hi] * w
+}
+
+impl Judged {
+    fn miss_pcts(&self) -> Vec<f64> {
+        self.per_seed.iter().map(|s| s.slo_miss_pct).collect()
+    }
+
+    pub fn slo_miss_pct_mean(&self) -> f64 {
+        mean(self.per_seed.iter().map(|s| s.slo_miss_pct))
+    }
+
+    pub fn slo_miss_pct_p95(&self) -> f64 {
+        quantile(&self.miss_pcts(), 0.95)
+    }
+
+    pub fn slo_miss_pct_max(&self) -> f64 {
+        quantile(&self.miss_pcts(), 1.0)
+    }
+
+    pub fn replica_minutes_mean(&self) -> f64 {
+        mean(self.per_seed.iter().map(|s| s.replica_minutes))
+    }
+
+    pub fn bound_ratio(&self) -> f64 {
+        mean(self.bound_ratios.iter().copied())
+    }
+
+    /// Every key of a [`Summary`], numbers as their mean over the traces (null where a trace has
+    /// none, e.g. a TTFT percentile with no first token), and the many-trace keys: `seeds`,
+    /// `slo_miss_pct_p95`, `slo_miss_pct_max` and `bound_ratio`.
+    pub fn to_json(&self) -> Value {
+        let rows: Vec<Value> = self
+            .per_seed
+            .iter()
+            .filter_map(|s| serde_json::to_value(s).ok())
+            .collect();
+        let mut out = Map::new();
+        if let Some(Value::Object(first)) = rows.first() {
+            for (key, value) in first {
+                let merged = match value {
+                    Value::Number(_) => {
+                        let values: Option<Vec<f64>> =
+                            rows.iter().map(|r| r.get(key)?.as_f64()).collect();
+                        values
+                            .map(|v| mean(v.into_iter()))
+                            .and_then(serde_json::Number::from_f64)
+                            .map_or(Value::Null, Value::Number)
+                    }
+                    other => other.clone(),
+                };
+                out.insert(key.clone(), merged);
+            }
+        }
+        out.insert("policy".to_owned(), Value::String(self.policy.clone()));
+        let number = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
+        out.insert("seeds".to_owned(), Value::from(self.per_seed.len()));
+        out.insert(
+            "slo_miss_pct_p95".to_owned(),
+            number(self.slo_miss_pct_p95()),
+        );
+        out.insert(
+            "slo_miss_pct_max".to_owned(),
+            number(self.slo_miss_pct_max()),
+        );
+        out.insert("bound_ratio".to_owned(), number(self.bound_ratio()));
+        Value::Object(out)
+    }
+}
+
+/// Every policy judged on the same traces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// Each trace's clairvoyant bound, replica-minutes.
+    pub bounds: Vec<f64>,
+    pub policies: Vec<Judged>,
+}
+
+impl Judgement {
+    /// The mean of the traces' bounds.
+    pub fn bound_mean(&self) -> f64 {
+        mean(self.bounds.iter().copied())
+    }
+}
+
+/// What one parallel job produced.
+enum Done {
+    Bound(usize, f64),
+    Run(usize, usize, Summary),
+}
+
+/// Runs every policy on every trace and each trace's clairvoyant bound (capped at `cap`
+/// replicas), in parallel on all cores; `tick` is called once per job done (traces x (policies +
+/// 1) of them, for a progress bar).
+pub fn judge(
+    specs: &[String],
+    policies: &[Policy],
+    traces: &[Trace],
+    hw: &Hardware,
+    settings: &Settings,
+    cap: u32,
+    tick: &(dyn Fn() + Sync),
+) -> Judgement {
+    let slo = settings.slo_ttft_s;
+    // The bounds first: they are the longest jobs, so they should not start last.
+    let jobs: Vec<(usize, Option<usize>)> = (0..traces.len())
+        .map(|t| (t, None))
+        .chain((0..traces.len()).flat_map(|t| (0..policies.len()).map(move |p| (t, Some(p)))))
+        .collect();
+    let done: Vec<Done> = jobs
+        .par_iter()
+        .with_max_len(1)
+        .map(|&(t, p)| {
+            let trace = &traces[t];
+            let out = match p {
+                None => Done::Bound(
+                    t,
+                    clairvoyant(trace, hw, slo, settings.dt, cap).replica_minutes,
+                ),
+                Some(p) => {
+                    let r = run::run(trace, hw, &policies[p], settings);
+                    Done::Run(t, p, report::summarize(&specs[p], &r, slo))
+                }
+            };
+            tick();
+            out
+        })
+        .collect();
+    let mut bounds = vec![f64::NAN; traces.len()];
+    let mut summaries: Vec<Vec<Option<Summary>>> = vec![vec![None; traces.len()]; policies.len()];
+    for d in done {
+        match d {
+            Done::Bound(t, minutes) => bounds[t] = minutes,
+            Done::Run(t, p, s) => summaries[p][t] = Some(s),
+        }
+    }
+    let policies = specs
+        .iter()
+        .zip(summaries)
+        .map(|(spec, per_trace)| {
+            let per_seed: Vec<Summary> = per_trace.into_iter().flatten().collect();
+            let bound_ratios = per_seed
+                .iter()
+                .zip(&bounds)
+                .map(|(s, b)| s.replica_minutes / b)
+                .collect();
+            Judged {
+                policy: spec.clone(),
+                per_seed,
+                bound_ratios,
+            }
+        })
+        .collect();
+    Judgement { bounds, policies }
+}
+
+/// The table `simulate --seeds` prints: per policy the mean, 95th percentile and worst per-trace
+/// miss %, the mean replica-minutes, and the mean ratio to each trace's bound.
+pub fn table(judged: &[Judged]) -> String {
+    let width = judged
+        .iter()
+        .map(|j| j.policy.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:width$}  {:>11}  {:>10}  {:>10}  {:>11}  {:>7}",
+        "policy", "miss % mean", "miss % p95", "miss % max", "replica-min", "x bound"
+    );
+    for j in judged {
+        let _ = writeln!(
+            out,
+            "{:width$}  {:>10.2}%  {:>9.2}%  {:>9.2}%  {:>11.1}  {:>6.2}x",
+            j.policy,
+            j.slo_miss_pct_mean(),
+            j.slo_miss_pct_p95(),
+            j.slo_miss_pct_max(),
+            j.replica_minutes_mean(),
+            j.bound_ratio()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::trace::Scenario;
+
+    fn summary(miss_pct: f64, minutes: f64) -> Summary {
+        Summary {
+            policy: "p".to_owned(),
+            requests: 100,
+            slo_miss: miss_pct as usize,
+            slo_miss_pct: miss_pct,
+            rejected: 0,
+            ttft_p50_s: f64::NAN,
+            ttft_p95_s: 1.0,
+            ttft_p99_s: 2.0,
+            replica_minutes: minutes,
+            peak_replicas: 3,
+            scale_events: 4,
+        }
+    }
+
+    #[test]
+    fn the_figures_are_per_trace_means_and_quantiles() {
+        let j = Judged {
+            policy: "p".to_owned(),
+            per_seed: vec![summary(0.0, 10.0), summary(4.0, 20.0), summary(2.0, 30.0)],
+            bound_ratios: vec![1.0, 2.0, 3.0],
+        };
+        assert_eq!(j.slo_miss_pct_mean(), 2.0);
+        assert_eq!(j.slo_miss_pct_max(), 4.0);
+        assert!((j.slo_miss_pct_p95() - 3.8).abs() < 1e-12);
+        assert_eq!(j.replica_minutes_mean(), 20.0);
+        assert_eq!(j.bound_ratio(), 2.0);
+        let v = j.to_json();
+        assert_eq!(v["replica_minutes"], 20.0);
+        assert_eq!(v["slo_miss"], 2.0);
+        assert_eq!(v["seeds"], 3);
+        assert!(v["ttft_p50_s"].is_null());
+        assert_eq!(v["slo_miss_pct_max"], 4.0);
+        assert!(table(&[j]).contains("  2.00%"));
+    }
+
+    #[test]
+    fn judging_matches_single_runs_and_shares_one_bound_per_trace() {
+        let traces: Vec<Trace> = (1..=2)
+            .map(|seed| Scenario::steady(4.0, 120.0, seed).generate().unwrap())
+            .collect();
+        let hw = Hardware::new(crate::sim::gpu::GpuModel::default());
+        let settings = Settings::default();
+        let specs = vec!["queue:24".to_owned(), "cpu:60".to_owned()];
+        let policies: Vec<Policy> = specs.iter().map(|s| Policy::parse(s).unwrap()).collect();
+        let ticks = std::sync::atomic::AtomicUsize::new(0);
+        let judged = judge(&specs, &policies, &traces, &hw, &settings, 8, &|| {
+            ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(ticks.into_inner(), 2 * 3);
+        for (j, policy) in judged.policies.iter().zip(&policies) {
+            for (t, trace) in traces.iter().enumerate() {
+                let alone = report::summarize(
+                    &j.policy,
+                    &run::run(trace, &hw, policy, &settings),
+                    settings.slo_ttft_s,
+                );
+                assert_eq!(j.per_seed[t], alone);
+                let bound = clairvoyant(trace, &hw, settings.slo_ttft_s, settings.dt, 8);
+                assert_eq!(judged.bounds[t], bound.replica_minutes);
+                assert_eq!(
+                    j.bound_ratios[t],
+                    alone.replica_minutes / bound.replica_minutes
+                );
+            }
+        }
+    }
+}
