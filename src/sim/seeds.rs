@@ -250,6 +250,7 @@ mod tests {
             replica_minutes: minutes,
             peak_replicas: 3,
             scale_events: 4,
+            goodput_per_gpu_hour: 0.0,
         }
     }
 
