@@ -1,6 +1,8 @@
 //! The simulator's speed on the three runs the README quotes: the default `simulate` (seven
 //! policies and the clairvoyant bound on the 25-minute default trace), one policy over a
-//! 24-hour trace at 30 req/s, and `tune` over 500 points of the default trace on all cores.
+//! 24-hour trace at 30 req/s, `tune` over 500 points of the default trace on all cores, and
+//! `simulate --seeds 100` (the seven policies and each seed's bound on seeds 1..100, generating
+//! the traces included).
 //!
 //! Run with `scripts/bench-sim.sh`, which prints the medians.
 
@@ -10,6 +12,7 @@ use infscale::sim::bound::clairvoyant;
 use infscale::sim::gpu::GpuModel;
 use infscale::sim::replica::Hardware;
 use infscale::sim::run::{run, Settings};
+use infscale::sim::seeds::judge;
 use infscale::sim::trace::Scenario;
 use infscale::sim::tune::{run_points, sample, Grid};
 use std::hint::black_box;
@@ -60,6 +63,20 @@ fn bench(c: &mut Criterion) {
                 &settings,
                 &|| {},
             ))
+        })
+    });
+    let specs: Vec<String> = DEFAULT_POLICIES.iter().map(|s| s.to_string()).collect();
+    let policies: Vec<Policy> = specs.iter().map(|s| Policy::parse(s).unwrap()).collect();
+    group.bench_function("seeds_100_all_policies", |b| {
+        b.iter(|| {
+            let traces: Vec<_> = (1..=100)
+                .map(|seed| {
+                    let mut scenario = Scenario::default_day();
+                    scenario.seed = seed;
+                    scenario.generate().unwrap()
+                })
+                .collect();
+            black_box(judge(&specs, &policies, &traces, &hw, &settings, 64, &|| {}))
         })
     });
     group.finish();
