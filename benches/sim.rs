@@ -49,6 +49,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("day_30rps_one_policy", |b| {
         b.iter(|| black_box(run(&day, &hw, &queue, &settings)))
     });
+    group.bench_function("day_30rps_bound", |b| {
+        b.iter(|| black_box(clairvoyant(&day, &hw, 2.0, 0.25, 64)))
+    });
 
     let trace = Scenario::default_day().generate().unwrap();
     let specs = sample(Grid::default().policies(), 500);
@@ -76,7 +79,15 @@ fn bench(c: &mut Criterion) {
                     scenario.generate().unwrap()
                 })
                 .collect();
-            black_box(judge(&specs, &policies, &traces, &hw, &settings, 64, &|| {}))
+            black_box(judge(
+                &specs,
+                &policies,
+                &traces,
+                &hw,
+                &settings,
+                64,
+                &|| {},
+            ))
         })
     });
     group.finish();

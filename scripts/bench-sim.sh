@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --bench sim -- --noplot "$@" >&2
 echo "machine: $(nproc) cores"
-python3 scripts/criterion-medians.py sim default_run_all_policies day_30rps_one_policy tune_500_points seeds_100_all_policies
+python3 scripts/criterion-medians.py sim default_run_all_policies day_30rps_one_policy day_30rps_bound tune_500_points seeds_100_all_policies

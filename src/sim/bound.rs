@@ -70,6 +70,82 @@ fn misses_with(
     (late + unserved, committed, next)
 }
 
+/// The fewest replicas in `0..=cap` that miss no more than `cap` would, and that run (`run(n)`
+/// gives a window's misses with `n` replicas, and what to carry on with). Misses
+/// only fall as replicas rise, so the search starts at the previous window's count and gallops:
+/// down while nothing is missed, up until nothing is (most windows settle in two or three runs);
+/// only a window that even `cap` cannot serve without misses searches the whole range.
+fn fewest<R>(prev: u32, cap: u32, mut run: impl FnMut(u32) -> (usize, R)) -> (u32, (usize, R)) {
+    let first = run(prev);
+    // `ok`: a count known to miss no more than the best; `fail`: one known to miss more.
+    let (mut ok, mut fail, mut chosen) = if first.0 == 0 {
+        let mut ok = (prev, first);
+        let mut step = 1;
+        loop {
+            if ok.0 == 0 {
+                return ok;
+            }
+            let n = ok.0.saturating_sub(step);
+            let r = run(n);
+            if r.0 == 0 {
+                ok = (n, r);
+                step *= 2;
+            } else {
+                break (ok.0, Some(n), ok.1);
+            }
+        }
+    } else {
+        let mut below = prev;
+        let mut step = 1;
+        loop {
+            let n = (below + step).min(cap);
+            if n == below {
+                // `prev` is already the cap, and it misses: search the whole range for the
+                // fewest that do as well.
+                return search(0, cap, first.0, first, &mut run);
+            }
+            let r = run(n);
+            if r.0 == 0 {
+                break (n, Some(below), r);
+            }
+            if n == cap {
+                return search(0, cap, r.0, r, &mut run);
+            }
+            below = n;
+            step *= 2;
+        }
+    };
+    // Between a failing count and a zero-miss one: bisect.
+    if let Some(f) = fail.take() {
+        let (n, r) = search(f + 1, ok, 0, chosen, &mut run);
+        ok = n;
+        chosen = r;
+    }
+    (ok, chosen)
+}
+
+/// The fewest count in `lo..=hi` missing at most `best`, given `hi` does with run `at_hi`.
+fn search<R>(
+    mut lo: u32,
+    mut hi: u32,
+    best: usize,
+    at_hi: (usize, R),
+    run: &mut impl FnMut(u32) -> (usize, R),
+) -> (u32, (usize, R)) {
+    let mut chosen = at_hi;
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let r = run(mid);
+        if r.0 <= best {
+            hi = mid;
+            chosen = r;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    (hi, chosen)
+}
+
 /// Computes the bound for `trace`, with at most `cap` replicas.
 pub fn clairvoyant(trace: &Trace, hw: &Hardware, slo_s: f64, dt: f64, cap: u32) -> Bound {
     let mut cluster = Cluster::new(hw.clone(), 1, f64::INFINITY);
@@ -79,23 +155,12 @@ pub fn clairvoyant(trace: &Trace, hw: &Hardware, slo_s: f64, dt: f64, cap: u32) 
     while t0 < trace.duration - 1e-9 {
         let t1 = (t0 + WINDOW_S).min(trace.duration);
         let span = (t0, t1);
-        let (best, committed, after) = misses_with(&cluster, cap, trace, next, span, slo_s, dt);
-        // The fewest replicas that do as well as the most: misses only fall as replicas rise.
-        // `hi` always does, and `chosen` is its run.
-        let (mut lo, mut hi) = (0, cap);
-        let mut chosen = (committed, after);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let (missed, committed, after) =
-                misses_with(&cluster, mid, trace, next, span, slo_s, dt);
-            if missed <= best {
-                hi = mid;
-                chosen = (committed, after);
-            } else {
-                lo = mid + 1;
-            }
-        }
-        (cluster, next) = chosen;
+        let prev = plan.last().copied().unwrap_or(1).min(cap);
+        let (hi, (_, after)) = fewest(prev, cap, |n| {
+            let (missed, committed, after) = misses_with(&cluster, n, trace, next, span, slo_s, dt);
+            (missed, (committed, after))
+        });
+        (cluster, next) = after;
         plan.push(hi);
         t0 = t1;
     }
@@ -139,6 +204,34 @@ pub fn price(plan: &[u32], window_s: f64, cold_start_s: f64, initial: u32) -> f6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_search_finds_what_a_scan_of_every_count_finds() {
+        // Misses falling with replicas to a floor (0, or what even the cap misses), from every
+        // starting count: the fewest count reaching the floor, as a scan from 0 would find.
+        for cap in [1u32, 2, 7, 64] {
+            for need in 0..=cap + 3 {
+                for floor in [0usize, 3] {
+                    let misses = |n: u32| (need.saturating_sub(n) as usize * 5).max(floor);
+                    let best = misses(cap);
+                    let want = (0..=cap).find(|&n| misses(n) <= best).unwrap();
+                    for prev in 0..=cap {
+                        let mut runs = 0;
+                        let (got, (m, ())) = fewest(prev, cap, |n| {
+                            runs += 1;
+                            (misses(n), ())
+                        });
+                        assert_eq!(
+                            (got, m),
+                            (want, misses(want)),
+                            "cap {cap} need {need} prev {prev}"
+                        );
+                        assert!(runs <= 2 * 7 + 2, "{runs} runs");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn pricing_bridges_short_gaps_and_pays_cold_starts() {
