@@ -103,6 +103,9 @@ pub enum PolicyError {
     Invalid(String),
 }
 
+/// The trend's window when a policy names none, seconds.
+pub const DEFAULT_TREND_S: f64 = 30.0;
+
 /// `max` when a policy names none (the HPA's maxReplicas has no default; KEDA's is 100).
 pub const DEFAULT_MAX: u32 = 10;
 
@@ -152,7 +155,7 @@ impl Policy {
             activation: 0.0,
             cooldown_s: 300.0,
             lookahead_s: 0.0,
-            trend_window_s: 30.0,
+            trend_window_s: DEFAULT_TREND_S,
             behavior: Some(Behavior::default()),
             controller: Controller::default(),
             custom_limits: [false; 2],

@@ -3,8 +3,9 @@
 //! table ([`super::keys`]) says KEDA, its HPA or `infscale serve` reads it, so what `tune`
 //! recommends is what runs. Pure: text in, text out.
 
-use super::hpa::{Behavior, RateKind, RatePolicy, Rules, Select};
+use super::hpa::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
 use super::keys::{self, Home};
+use super::policy::DEFAULT_TREND_S;
 use super::{Metric, Policy, PolicyError};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -81,7 +82,7 @@ fn trigger_metadata(policy: &Policy, target: &Placement) -> Vec<(&'static str, S
             "target" => num(policy.target),
             "activation" => num(policy.activation),
             "lookahead" if policy.lookahead_s > 0.0 => num(policy.lookahead_s),
-            "trend" if policy.lookahead_s > 0.0 || policy.trend_window_s != 30.0 => {
+            "trend" if policy.lookahead_s > 0.0 || policy.trend_window_s != DEFAULT_TREND_S => {
                 num(policy.trend_window_s)
             }
             _ => continue,
@@ -113,7 +114,7 @@ pub fn render(policy: &Policy, target: &Placement) -> String {
     let _ = writeln!(out, "  minReplicaCount: {}", policy.min);
     let _ = writeln!(out, "  maxReplicaCount: {}", policy.max);
     if let Some(b) = &policy.behavior {
-        let tolerance = (policy.controller.tolerance != keys_default_tolerance())
+        let tolerance = (policy.controller.tolerance != Controller::default().tolerance)
             .then_some(policy.controller.tolerance);
         let _ = writeln!(out, "  advanced:");
         let _ = writeln!(out, "    horizontalPodAutoscalerConfig:");
@@ -135,13 +136,6 @@ pub fn render(policy: &Policy, target: &Placement) -> String {
         let _ = writeln!(out, "        activatorHost: {}", target.name);
     }
     out
-}
-
-/// The controller's default tolerance, from the key table.
-fn keys_default_tolerance() -> f64 {
-    keys::key("tolerance")
-        .and_then(|k| k.default.parse().ok())
-        .unwrap_or(0.1)
 }
 
 /// A ScaledObject that cannot be read as a policy, naming the field.
@@ -235,15 +229,34 @@ pub fn read(yaml: &str) -> Result<Deployed, ScaledObjectError> {
             _ => {}
         }
     }
+    // `behavior`: each direction's window, select policy and tolerance through the key table
+    // (the API's defaults for what is left out), the rate policies as listed.
     let behavior = &spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"];
-    policy.behavior = if behavior.is_mapping() {
-        Some(Behavior {
-            scale_up: rules(&behavior["scaleUp"], Rules::default_up(), "scaleUp")?,
-            scale_down: rules(&behavior["scaleDown"], Rules::default_down(), "scaleDown")?,
-        })
-    } else {
-        None
-    };
+    policy.behavior = behavior.is_mapping().then(Behavior::default);
+    if let Some(b) = policy.behavior.as_mut() {
+        for (dir, rules) in [
+            ("scaleUp", &mut b.scale_up),
+            ("scaleDown", &mut b.scale_down),
+        ] {
+            if let Some(list) = behavior[dir]["policies"].as_sequence() {
+                rules.policies = rate_policies(list, dir)?;
+            }
+        }
+    }
+    if policy.behavior.is_some() {
+        for key in keys::KEYS {
+            let Home::Behavior(dir, field) = key.home else {
+                continue;
+            };
+            if matches!(field, "Pods" | "Percent" | "periodSeconds") {
+                continue; // in the policies list, read above
+            }
+            if let Some(v) = scalar(&behavior[dir.field()][field]) {
+                let at = format!("behavior.{}.{field}", dir.field());
+                set(&mut policy, &at, key.name, &v)?;
+            }
+        }
+    }
     policy.validate().map_err(|e: PolicyError| bad("spec", e))?;
     Ok(Deployed {
         name,
@@ -253,77 +266,41 @@ pub fn read(yaml: &str) -> Result<Deployed, ScaledObjectError> {
     })
 }
 
-/// One direction of `behavior`: the API's defaults for what is left out.
-fn rules(v: &serde_yaml::Value, mut rules: Rules, dir: &str) -> Result<Rules, ScaledObjectError> {
-    if !v.is_mapping() {
-        return Ok(rules);
-    }
-    let field = |name: &str| format!("behavior.{dir}.{name}");
-    let whole = |name: &str, min: u32, max: u32| -> Result<Option<u32>, ScaledObjectError> {
-        match &v[name] {
-            serde_yaml::Value::Null => Ok(None),
-            x => x
-                .as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .filter(|n| (min..=max).contains(n))
-                .map(Some)
-                .ok_or_else(|| {
-                    bad(
-                        &field(name),
-                        format!("expected a whole number from {min} to {max}"),
-                    )
-                }),
-        }
-    };
-    if let Some(w) = whole("stabilizationWindowSeconds", 0, 3600)? {
-        rules.window_s = Some(w);
-    }
-    if let Some(s) = v["selectPolicy"].as_str() {
-        rules.select = match s {
-            "Max" => Select::Max,
-            "Min" => Select::Min,
-            "Disabled" => Select::Disabled,
-            _ => return Err(bad(&field("selectPolicy"), "expected Max, Min or Disabled")),
-        };
-    }
-    if let Some(t) = scalar(&v["tolerance"]) {
-        let t: f64 = t
-            .parse()
-            .ok()
-            .filter(|t: &f64| t.is_finite() && *t >= 0.0)
-            .ok_or_else(|| bad(&field("tolerance"), "expected a number >= 0"))?;
-        rules.tolerance = Some(t);
-    }
-    if let Some(list) = v["policies"].as_sequence() {
-        rules.policies = list
-            .iter()
-            .map(|p| {
-                let kind = match p["type"].as_str() {
-                    Some("Pods") => RateKind::Pods,
-                    Some("Percent") => RateKind::Percent,
-                    _ => return Err(bad(&field("policies.type"), "expected Pods or Percent")),
-                };
-                let int = |name: &str| {
-                    p[name]
-                        .as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| {
-                            bad(
-                                &field(&format!("policies.{name}")),
-                                "expected a whole number above 0",
-                            )
-                        })
-                };
-                Ok(RatePolicy {
-                    kind,
-                    value: int("value")?,
-                    period_s: int("periodSeconds")?,
-                })
+/// A direction's `policies` list; values and periods are checked with the whole policy.
+fn rate_policies(
+    list: &[serde_yaml::Value],
+    dir: &str,
+) -> Result<Vec<RatePolicy>, ScaledObjectError> {
+    list.iter()
+        .map(|p| {
+            let kind = match p["type"].as_str() {
+                Some("Pods") => RateKind::Pods,
+                Some("Percent") => RateKind::Percent,
+                _ => {
+                    return Err(bad(
+                        &format!("behavior.{dir}.policies.type"),
+                        "expected Pods or Percent",
+                    ))
+                }
+            };
+            let int = |name: &str| {
+                p[name]
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        bad(
+                            &format!("behavior.{dir}.policies.{name}"),
+                            "expected a whole number",
+                        )
+                    })
+            };
+            Ok(RatePolicy {
+                kind,
+                value: int("value")?,
+                period_s: int("periodSeconds")?,
             })
-            .collect::<Result<_, _>>()?;
-    }
-    Ok(rules)
+        })
+        .collect()
 }
 
 /// Where two policies would deploy differently (KEDA's fields, the trigger's, the HPA's

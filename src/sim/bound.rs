@@ -77,8 +77,8 @@ fn misses_with(
 /// only a window that even `cap` cannot serve without misses searches the whole range.
 fn fewest<R>(prev: u32, cap: u32, mut run: impl FnMut(u32) -> (usize, R)) -> (u32, (usize, R)) {
     let first = run(prev);
-    // `ok`: a count known to miss no more than the best; `fail`: one known to miss more.
-    let (mut ok, mut fail, mut chosen) = if first.0 == 0 {
+    // A count known to miss more than the best, and one known to miss nothing, with its run.
+    let (fail, ok, chosen) = if first.0 == 0 {
         let mut ok = (prev, first);
         let mut step = 1;
         loop {
@@ -91,7 +91,7 @@ fn fewest<R>(prev: u32, cap: u32, mut run: impl FnMut(u32) -> (usize, R)) -> (u3
                 ok = (n, r);
                 step *= 2;
             } else {
-                break (ok.0, Some(n), ok.1);
+                break (n, ok.0, ok.1);
             }
         }
     } else {
@@ -106,7 +106,7 @@ fn fewest<R>(prev: u32, cap: u32, mut run: impl FnMut(u32) -> (usize, R)) -> (u3
             }
             let r = run(n);
             if r.0 == 0 {
-                break (n, Some(below), r);
+                break (below, n, r);
             }
             if n == cap {
                 return search(0, cap, r.0, r, &mut run);
@@ -115,13 +115,8 @@ fn fewest<R>(prev: u32, cap: u32, mut run: impl FnMut(u32) -> (usize, R)) -> (u3
             step *= 2;
         }
     };
-    // Between a failing count and a zero-miss one: bisect.
-    if let Some(f) = fail.take() {
-        let (n, r) = search(f + 1, ok, 0, chosen, &mut run);
-        ok = n;
-        chosen = r;
-    }
-    (ok, chosen)
+    // Between them: bisect.
+    search(fail + 1, ok, 0, chosen, &mut run)
 }
 
 /// The fewest count in `lo..=hi` missing at most `best`, given `hi` does with run `at_hi`.
