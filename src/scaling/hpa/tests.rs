@@ -327,7 +327,7 @@ fn the_first_reconcile_seeds_the_history_so_scale_down_waits() {
     let mut state = State::default();
     let r = reconcile(&c, &s, &mut state, 5, Some(2), NOW);
     assert_eq!(r.desired, 5);
-    // 301 s later the seed has left the window.
+    // 301 s later the seeded recommendation has left the window.
     let r = reconcile(&c, &s, &mut state, 5, Some(2), NOW + 301.0);
     assert_eq!(r.desired, 2);
     assert_eq!(state.scale_down_events[0].change, 3);
