@@ -23,8 +23,8 @@ const DEFAULT_POLICIES: [&str; 7] = [
     "queue:24,max=8",
     "queue:24,lookahead=90,max=8",
     "queue:24,min=0,cooldown=120,max=8",
-    "queue:48,lookahead=120,downwindow=60,max=8",
-    "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60,max=8",
+    "queue:192,lookahead=45,forecast=history,downwindow=30,max=8",
+    "queue:192,lookahead=45,forecast=history,downwindow=30,min=0,cooldown=60,max=8",
 ];
 
 fn bench(c: &mut Criterion) {

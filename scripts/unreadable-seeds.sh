@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
 bin=target/release/infscale
-policies=("queue:48,lookahead=120,downwindow=60" "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60")
+policies=("queue:192,lookahead=45,forecast=history,downwindow=30" "queue:192,lookahead=45,forecast=history,downwindow=30,min=0,cooldown=60")
 for u in 0 0.05 0.2; do
   for seed in $(seq 1 20); do
     "$bin" simulate "${policies[@]}" --seed "$seed" --unreadable "$u" --json

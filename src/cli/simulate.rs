@@ -29,13 +29,14 @@ pub const DEFAULT_POLICIES: &[&str] = &[
     RECOMMENDED_TO_ZERO,
 ];
 
-/// This project's recommendation for the default trace, from `infscale tune --replicates 10` on
-/// seeds 42..51:
-/// a target near two thirds of the 64-slot batch, a 120 s lookahead (over the 91 s cold start)
-/// and a short scale-down window.
-pub const RECOMMENDED: &str = "queue:48,lookahead=120,downwindow=60";
+/// This project's recommendation for the default day, chosen on `simulate --seeds 100` (see the
+/// README): the history forecast, whose floor orders replicas for the admitted rate a horizon
+/// ahead at the rate per replica seen within the target; a target three quarters of the 256-slot
+/// batch (the forecast, not the count, orders ahead); a short scale-down window.
+pub const RECOMMENDED: &str = "queue:192,lookahead=45,forecast=history,downwindow=30";
 /// The same with scale to zero behind the activator.
-pub const RECOMMENDED_TO_ZERO: &str = "queue:48,lookahead=120,downwindow=60,min=0,cooldown=60";
+pub const RECOMMENDED_TO_ZERO: &str =
+    "queue:192,lookahead=45,forecast=history,downwindow=30,min=0,cooldown=60";
 
 /// Where the trace comes from and how the loop runs; shared by `simulate` and `tune`.
 #[derive(Debug, Clone, clap::Args)]

@@ -5,9 +5,12 @@
 
 use super::activity::{self, Activity, Facts, HeldMemory};
 use super::demand::{fmt, measure, Demand, Observation};
+use super::floors;
+use super::forecast::{self, Daily};
 use super::hpa::{self, replicas, Limited, Outcome, Reconciled};
 use super::keda;
 use super::lookahead::{self, Point};
+use super::policy::Forecast;
 use super::policy::Policy;
 use crate::metrics::rates::Snapshot;
 use serde::{Deserialize, Serialize};
@@ -31,6 +34,15 @@ pub struct ScalerState {
     /// The held count last read, and when requests were last held (the release rule).
     #[serde(default)]
     pub held: HeldMemory,
+    /// Rates per replica seen within the target, for the guard, the credit and the forecast.
+    #[serde(default)]
+    pub safe_rates: Vec<Point>,
+    /// Recent admission rates, for `forecast=history`'s floor.
+    #[serde(default)]
+    pub rate_trend: Vec<Point>,
+    /// The value over the daily cycle, for `forecast=history`.
+    #[serde(default)]
+    pub daily: Daily,
 }
 
 /// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
@@ -63,36 +75,41 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     state.held.note(obs.held, obs.now);
     let demand = measure(policy, obs);
     let mut lines = demand.lines.clone();
-    let value = demand.value.map(|v| {
-        if policy.lookahead_s <= 0.0 {
+    let flow = floors::flow(obs);
+    let value = demand.value.map(|measured| {
+        let mut v = project(policy, obs, state, &demand, measured, &mut lines);
+        let Some(flow) = flow.filter(|_| !demand.counted_missing) else {
             return v;
+        };
+        let history = policy.forecast == Forecast::History && policy.lookahead_s > 0.0;
+        if policy.guard || policy.credit || history {
+            floors::note_safe_rate(
+                &mut state.safe_rates,
+                policy,
+                &flow,
+                (measured, demand.reporting),
+                obs.now,
+            );
         }
-        if demand.counted_missing {
-            lines
-                .push("lookahead: none through a value that stands for unread replicas".to_owned());
-            return v;
+        if policy.credit {
+            v = floors::credit(policy, obs, &flow, &state.safe_rates, v, &mut lines);
         }
-        let p = lookahead::project(
-            &mut state.trend,
-            obs.now,
-            v,
-            policy.lookahead_s,
-            policy.trend_window_s,
-        );
-        match p.slope {
-            Some(slope) if p.value > v => lines.push(format!(
-                "lookahead: trend {}{}/s over the last {} s, {} s ahead: {} -> {}",
-                if slope >= 0.0 { "+" } else { "" },
-                fmt(slope),
-                fmt(policy.trend_window_s),
-                fmt(policy.lookahead_s),
-                fmt(v),
-                fmt(p.value)
-            )),
-            Some(_) => lines.push(format!("lookahead: trend not rising, {} stays", fmt(v))),
-            None => lines.push("lookahead: one point so far, no trend yet".to_owned()),
+        if history {
+            v = floors::rate_forecast_floor(
+                policy,
+                &flow,
+                &mut state.rate_trend,
+                &state.safe_rates,
+                obs.now,
+                v,
+                &mut lines,
+            );
         }
-        p.value
+        v = floors::slo_floor(policy, &flow, v, &mut lines);
+        if policy.guard {
+            v = floors::guard_floor(policy, &flow, &state.safe_rates, v, &mut lines);
+        }
+        v
     });
     let (activity, line) = activity::judge(&Facts {
         in_flight: demand.in_flight,
@@ -109,6 +126,65 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         activity,
         lines,
     }
+}
+
+/// The value projected over the lookahead, by the policy's forecast.
+fn project(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    state: &mut ScalerState,
+    demand: &Demand,
+    v: f64,
+    lines: &mut Vec<String>,
+) -> f64 {
+    if policy.lookahead_s <= 0.0 {
+        return v;
+    }
+    if demand.counted_missing {
+        lines.push("lookahead: none through a value that stands for unread replicas".to_owned());
+        return v;
+    }
+    if policy.forecast == Forecast::History {
+        let f = forecast::project(
+            &mut state.trend,
+            &mut state.daily,
+            obs.now,
+            v,
+            policy.lookahead_s,
+            policy.trend_window_s,
+        );
+        let show = |rise: Option<f64>| rise.map_or("none yet".to_owned(), fmt);
+        lines.push(format!(
+            "forecast: {} s ahead, the recent pattern rises {}, the time of day {}: {} -> {}",
+            fmt(policy.lookahead_s),
+            show(f.pattern),
+            show(f.daily),
+            fmt(v),
+            fmt(f.value)
+        ));
+        return f.value;
+    }
+    let p = lookahead::project(
+        &mut state.trend,
+        obs.now,
+        v,
+        policy.lookahead_s,
+        policy.trend_window_s,
+    );
+    match p.slope {
+        Some(slope) if p.value > v => lines.push(format!(
+            "lookahead: trend {}{}/s over the last {} s, {} s ahead: {} -> {}",
+            if slope >= 0.0 { "+" } else { "" },
+            fmt(slope),
+            fmt(policy.trend_window_s),
+            fmt(policy.lookahead_s),
+            fmt(v),
+            fmt(p.value)
+        )),
+        Some(_) => lines.push(format!("lookahead: trend not rising, {} stays", fmt(v))),
+        None => lines.push("lookahead: one point so far, no trend yet".to_owned()),
+    }
+    p.value
 }
 
 /// Why the decision ended where it did.

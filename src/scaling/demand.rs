@@ -36,6 +36,9 @@ pub struct Observation<'a> {
     /// When the replicas' scrape began, on the caller's clock; `None` when the pods are not known
     /// (no pod list yet, or it cannot be read).
     pub scraped_at: Option<f64>,
+    /// When each replica still starting was created, on the caller's clock (for the credit;
+    /// empty where the caller does not know).
+    pub starting_since: &'a [f64],
 }
 
 impl Observation<'_> {

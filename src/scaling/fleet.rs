@@ -109,6 +109,7 @@ impl Fleet {
             missing: self.unread(),
             held,
             scraped_at,
+            starting_since: &[],
         }
     }
 

@@ -49,7 +49,7 @@ pub fn project(
 }
 
 /// The least-squares slope of the points, if they span any time.
-fn slope(points: &[Point]) -> Option<f64> {
+pub fn slope(points: &[Point]) -> Option<f64> {
     if points.len() < 2 {
         return None;
     }

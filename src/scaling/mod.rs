@@ -1,7 +1,8 @@
 //! From load signals to a replica count, as KEDA and its HPA would compute it.
 //!
 //! [`policy`] says what to scale on; [`demand`] turns replica signals into the metric's value
-//! (held requests included); [`lookahead`] projects it over the cold start; [`activity`] holds
+//! (held requests included); [`lookahead`] and [`forecast`] project it over the cold start;
+//! [`floors`] puts the SLO-aware floor, the scale-down guard and the starting credit under it; [`activity`] holds
 //! the fault rules for `IsActive`; [`keda`] decides activation and the step to zero; [`hpa`] is the Kubernetes HPA algorithm; [`decision`] runs
 //! them in order and keeps the reasons. All pure: time is a parameter, nothing here does I/O.
 
@@ -9,6 +10,8 @@ pub mod activity;
 pub mod decision;
 pub mod demand;
 pub mod fleet;
+pub mod floors;
+pub mod forecast;
 pub mod hpa;
 pub mod keda;
 pub mod keys;

@@ -103,6 +103,27 @@ pub enum PolicyError {
     Invalid(String),
 }
 
+/// How the lookahead projects demand over its horizon.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Forecast {
+    /// The least-squares trend of the last `trend` seconds.
+    #[default]
+    Trend,
+    /// The trend over a window as long as the horizon, and what the same time of day brought on
+    /// earlier days ([`super::forecast`]).
+    History,
+}
+
+impl Forecast {
+    pub fn name(self) -> &'static str {
+        match self {
+            Forecast::Trend => "trend",
+            Forecast::History => "history",
+        }
+    }
+}
+
 /// The trend's window when a policy names none, seconds.
 pub const DEFAULT_TREND_S: f64 = 30.0;
 
@@ -125,6 +146,18 @@ pub struct Policy {
     pub lookahead_s: f64,
     /// How much recent history the trend is fitted over, seconds.
     pub trend_window_s: f64,
+    /// How the lookahead projects.
+    #[serde(default)]
+    pub forecast: Forecast,
+    /// The SLO-aware floor's first-token budget, seconds; 0 is off.
+    #[serde(default)]
+    pub slo_s: f64,
+    /// The Little's-law scale-down guard.
+    #[serde(default)]
+    pub guard: bool,
+    /// Credit for replicas already starting.
+    #[serde(default)]
+    pub credit: bool,
     /// `None` runs the HPA's legacy path (an HPA without `behavior`).
     pub behavior: Option<Behavior>,
     /// The HPA controller's flags.
@@ -156,6 +189,10 @@ impl Policy {
             cooldown_s: 300.0,
             lookahead_s: 0.0,
             trend_window_s: DEFAULT_TREND_S,
+            forecast: Forecast::Trend,
+            slo_s: 0.0,
+            guard: false,
+            credit: false,
             behavior: Some(Behavior::default()),
             controller: Controller::default(),
             custom_limits: [false; 2],
@@ -217,6 +254,10 @@ impl Policy {
             "cooldown" => self.cooldown_s = number(key, value)?,
             "lookahead" => self.lookahead_s = number(key, value)?,
             "trend" => self.trend_window_s = number(key, value)?,
+            "forecast" => self.forecast = forecast(key, value)?,
+            "slo" => self.slo_s = number(key, value)?,
+            "guard" => self.guard = boolean(key, value)?,
+            "credit" => self.credit = boolean(key, value)?,
             "tolerance" => self.controller.tolerance = number(key, value)?,
             _ => return Err(PolicyError::UnknownKey(name.to_owned())),
         }
@@ -288,6 +329,7 @@ impl Policy {
             ("activation", self.activation),
             ("cooldown", self.cooldown_s),
             ("lookahead", self.lookahead_s),
+            ("slo", self.slo_s),
             ("tolerance", self.controller.tolerance),
         ];
         for (key, v) in non_negative {
@@ -381,6 +423,14 @@ fn boolean(key: &Key, value: &str) -> Result<bool, PolicyError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" => Ok(true),
         "false" | "0" | "no" => Ok(false),
+        _ => Err(bad_value(key, value)),
+    }
+}
+
+fn forecast(key: &Key, value: &str) -> Result<Forecast, PolicyError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "trend" => Ok(Forecast::Trend),
+        "history" => Ok(Forecast::History),
         _ => Err(bad_value(key, value)),
     }
 }

@@ -5,7 +5,7 @@
 
 use super::hpa::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
 use super::keys::{self, Home};
-use super::policy::DEFAULT_TREND_S;
+use super::policy::{Forecast, DEFAULT_TREND_S};
 use super::{Metric, Policy, PolicyError};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -85,6 +85,10 @@ fn trigger_metadata(policy: &Policy, target: &Placement) -> Vec<(&'static str, S
             "trend" if policy.lookahead_s > 0.0 || policy.trend_window_s != DEFAULT_TREND_S => {
                 num(policy.trend_window_s)
             }
+            "forecast" if policy.forecast != Forecast::Trend => policy.forecast.name().to_owned(),
+            "slo" if policy.slo_s > 0.0 => num(policy.slo_s),
+            "guard" if policy.guard => "true".to_owned(),
+            "credit" if policy.credit => "true".to_owned(),
             _ => continue,
         };
         out.push((name, value));
@@ -308,7 +312,16 @@ fn rate_policies(
 /// A tolerance set for the controller and the same one set per direction deploy the same.
 pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
     let keda = |p: &Policy| (p.metric, p.target, p.min, p.max, p.activation, p.cooldown_s);
-    let trigger = |p: &Policy| (p.lookahead_s, p.trend_window_s);
+    let trigger = |p: &Policy| {
+        (
+            p.lookahead_s,
+            p.trend_window_s,
+            p.forecast,
+            p.slo_s,
+            p.guard,
+            p.credit,
+        )
+    };
     let tolerances = |p: &Policy| p.controller.tolerances(p.behavior.as_ref());
     let rules = |p: &Policy| {
         p.behavior.clone().map(|mut b| {
@@ -329,7 +342,7 @@ pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
         ))
     } else if trigger(a) != trigger(b) {
         Some(format!(
-            "lookahead, trend: {:?} vs {:?}",
+            "lookahead, trend, forecast, slo, guard, credit: {:?} vs {:?}",
             trigger(a),
             trigger(b)
         ))

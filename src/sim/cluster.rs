@@ -97,6 +97,18 @@ impl Cluster {
         self.replicas.iter().filter(|r| r.is_ready()).count() as u32
     }
 
+    /// When each replica still starting was ordered.
+    pub fn starting_since(&self) -> Vec<f64> {
+        let cold = self.hw.gpu.cold_start_s();
+        self.replicas
+            .iter()
+            .filter_map(|r| match r.phase {
+                Phase::Starting { ready_at } => Some(ready_at - cold),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Requests running or waiting on any replica, plus those held.
     pub fn in_flight(&self) -> usize {
         self.replicas

@@ -72,13 +72,13 @@ impl Default for GpuModel {
             kv_heads: 8,
             head_dim: 128,
             kv_bytes: 2.0,
-            max_batch: 64,
+            max_batch: 256,
             image_pull_s: 45.0,
             load_gb_per_s: 1.0,
             warmup_s: 30.0,
             cpu_idle_cores: 0.2,
             cpu_engine_cores: 1.0,
-            cpu_per_sequence_cores: 0.01,
+            cpu_per_sequence_cores: 0.0025,
             cpu_request_cores: 4.0,
         }
     }
@@ -297,7 +297,7 @@ mod tests {
         assert_eq!(g.cold_start_s(), 91.0);
         assert_eq!(format!("{:.0}", 100.0 * g.cpu_cores(0) / 4.0), "5");
         assert_eq!(format!("{:.0}", 100.0 * g.cpu_cores(1) / 4.0), "30");
-        assert_eq!(format!("{:.0}", 100.0 * g.cpu_cores(64) / 4.0), "46");
+        assert_eq!(format!("{:.0}", 100.0 * g.cpu_cores(256) / 4.0), "46");
     }
 
     #[test]
@@ -307,7 +307,7 @@ mod tests {
             "396728 tokens",
             "24750 tokens/s",
             "6.9 ms at batch 1",
-            "10.4 ms at batch 64",
+            "21.1 ms at batch 256",
             "cold start   91 s",
             "46% of 4",
         ] {

@@ -3,10 +3,12 @@
 //! [`gpu`] derives a replica from memory bandwidth and FLOPs; [`trace`] makes or reads traffic;
 //! [`replica`] and [`cluster`] serve it step by step; [`run`] drives the control loop, calling
 //! the same `scaling` functions `serve` and `decide` call; [`report`] turns a run into SLO misses
-//! and replica-minutes; [`bound`] is the clairvoyant lower bound; [`plot`] draws the runs;
+//! and replica-minutes; [`bound`] is the clairvoyant lower bound; [`capacity`] measures what one
+//! replica carries; [`plot`] draws the runs;
 //! [`seeds`] judges policies on many traces of a scenario; [`tune`] searches policies.
 
 pub mod bound;
+pub mod capacity;
 pub mod cluster;
 pub mod gpu;
 pub mod plot;

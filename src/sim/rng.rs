@@ -87,6 +87,30 @@ pub enum Lengths {
     },
 }
 
+impl std::fmt::Display for Lengths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = crate::scaling::demand::fmt;
+        match *self {
+            Lengths::Constant { value } => write!(f, "always {value}"),
+            Lengths::Uniform { min, max } => write!(f, "uniform {min}..{max}"),
+            Lengths::Lognormal {
+                mean,
+                sigma,
+                min,
+                max,
+            } => write!(
+                f,
+                "log-normal mean {} sigma {} {min}..{max}",
+                g(mean),
+                g(sigma)
+            ),
+            Lengths::Exponential { mean, min, max } => {
+                write!(f, "exponential mean {} {min}..{max}", g(mean))
+            }
+        }
+    }
+}
+
 fn one() -> u32 {
     1
 }

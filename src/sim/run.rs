@@ -246,7 +246,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                         cpu_request_cores,
                         &mut faults,
                     );
-                    let obs = observation(&cluster, Some(&scraped), now);
+                    let starting = cluster.starting_since();
+                    let obs = observation(&cluster, Some(&scraped), &starting, now);
                     let d = decide(policy, &obs, &mut state);
                     apply(
                         &mut cluster,
@@ -273,7 +274,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                 }
                 let held = cluster.held.len();
                 if scraped || held != evaluated_held {
-                    let obs = observation(&cluster, last_scrape.as_ref(), now);
+                    let starting = cluster.starting_since();
+                    let obs = observation(&cluster, last_scrape.as_ref(), &starting, now);
                     let eval = evaluate(policy, &obs, &mut state);
                     let was_active = latest.is_some_and(|l| l.1.is_active());
                     latest = Some((eval.value, eval.activity));
@@ -386,15 +388,23 @@ fn keda_pass(
     }
 }
 
-fn observation<'a>(cluster: &Cluster, scrape: Option<&'a Scrape>, now: f64) -> Observation<'a> {
+fn observation<'a>(
+    cluster: &Cluster,
+    scrape: Option<&'a Scrape>,
+    starting: &'a [f64],
+    now: f64,
+) -> Observation<'a> {
     static NO_SCRAPE: Fleet = Fleet::empty();
     let fleet = scrape.map_or(&NO_SCRAPE, |s| &s.fleet);
     let current = cluster.current();
-    fleet.observation(
-        now,
-        current,
-        Some(current),
-        Some(cluster.held.len() as f64),
-        scrape.map(|s| s.at),
-    )
+    Observation {
+        starting_since: starting,
+        ..fleet.observation(
+            now,
+            current,
+            Some(current),
+            Some(cluster.held.len() as f64),
+            scrape.map(|s| s.at),
+        )
+    }
 }

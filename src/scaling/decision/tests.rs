@@ -33,6 +33,7 @@ fn observe(now: f64, current: u32, replicas: &[Replica], held: f64) -> Observati
         missing: 0,
         held: Some(held),
         scraped_at: Some(now),
+        starting_since: &[],
     }
 }
 
@@ -450,4 +451,94 @@ fn an_overload_with_unreadable_pods_keeps_the_count() {
     };
     let d = run("queue:4", &obs);
     assert_eq!((d.value, d.desired), (Some(24.0), 6), "{:?}", d.lines);
+}
+
+/// A replica with `running` and `waiting` that admitted `per_s` requests a second over 15 s.
+fn flowing(running: f64, waiting: f64, per_s: f64) -> Replica {
+    let mut r = ttft_replica(&[(1.0, per_s * 15.0), (f64::INFINITY, per_s * 15.0)]);
+    r.signals.running = Some(running);
+    r.signals.waiting = waiting;
+    r
+}
+
+#[test]
+fn the_guard_stops_a_little_law_collapse() {
+    let policy = Policy::parse("queue:48,guard=true,downwindow=0,max=10").unwrap();
+    let mut state = ScalerState::default();
+    // Eight replicas at 3.75 req/s each hold 9 requests each: well within the target.
+    let calm: Vec<Replica> = (0..8).map(|_| flowing(9.0, 0.0, 3.75)).collect();
+    let d = decide(&policy, &observe(0.0, 8, &calm, 0.0), &mut state);
+    // The queue alone asks for ceil(72 / 48) = 2; the guard keeps ceil(30 / 3.75) = 8.
+    assert_eq!(d.desired, 8, "{:?}", d.lines);
+    assert!(d
+        .lines
+        .iter()
+        .any(|l| l.starts_with("guard: 30 admitted/s")));
+    // Without the guard, the same reading collapses to 2.
+    let plain = Policy::parse("queue:48,downwindow=0,max=10").unwrap();
+    let d = decide(
+        &plain,
+        &observe(0.0, 8, &calm, 0.0),
+        &mut ScalerState::default(),
+    );
+    assert_eq!(d.desired, 2);
+}
+
+#[test]
+fn the_slo_floor_buys_what_drains_the_queue_in_time() {
+    // 40 waiting at 10 admitted/s: 4 s to a first token against a 2 s SLO: 2 x (1 + 2) = 6.
+    let pods = [flowing(100.0, 20.0, 5.0), flowing(100.0, 20.0, 5.0)];
+    let d = run(
+        "queue:256,slo=2,downwindow=0,max=10",
+        &observe(0.0, 2, &pods, 0.0),
+    );
+    assert_eq!(d.desired, 6, "{:?}", d.lines);
+    let d = run(
+        "queue:256,downwindow=0,max=10",
+        &observe(0.0, 2, &pods, 0.0),
+    );
+    assert_eq!(d.desired, 1);
+}
+
+#[test]
+fn credit_counts_starting_replicas_instead_of_ordering_more() {
+    let policy = Policy::parse("queue:20,lookahead=90,credit=true,max=10").unwrap();
+    let mut state = ScalerState::default();
+    // Learn 10 req/s per replica within the target.
+    let calm = [flowing(10.0, 0.0, 10.0)];
+    decide(&policy, &observe(0.0, 1, &calm, 0.0), &mut state);
+    // One ready replica fills to 100 at 15 admitted/s while two ordered 30 s ago start: the
+    // queue asks for 5; the three of them carry 30 req/s, so the count stays at 3.
+    let busy = [flowing(100.0, 0.0, 15.0)];
+    let starting = [0.0, 0.0];
+    let obs = Observation {
+        starting_since: &starting,
+        ..observe(30.0, 3, &busy, 0.0)
+    };
+    let d = decide(&policy, &obs, &mut state);
+    assert_eq!(d.desired, 3, "{:?}", d.lines);
+    assert!(d
+        .lines
+        .iter()
+        .any(|l| l.starts_with("credit: 1 ready + 2 starting")));
+    let plain = Policy::parse("queue:20,lookahead=90,max=10").unwrap();
+    let d = decide(&plain, &obs, &mut ScalerState::default());
+    assert!(d.desired > 3);
+}
+
+#[test]
+fn the_history_forecast_orders_for_the_rate_a_horizon_ahead() {
+    let policy = Policy::parse("queue:200,lookahead=60,forecast=history,max=10").unwrap();
+    let mut state = ScalerState::default();
+    // The admitted rate climbs 0.1 req/s per second on one replica well within its target.
+    let mut last = None;
+    for i in 0..=6 {
+        let t = f64::from(i) * 10.0;
+        let rate = 5.0 + 0.1 * t;
+        let pods = [flowing(10.0, 0.0, rate)];
+        last = Some(decide(&policy, &observe(t, 1, &pods, 0.0), &mut state));
+    }
+    // At 11 req/s now, 17 in 60 s, at the 11 req/s a replica was seen carrying: 2 replicas.
+    let d = last.unwrap();
+    assert_eq!(d.desired, 2, "{:?}", d.lines);
 }

@@ -59,8 +59,8 @@ pub struct TraceError(pub String);
 impl Scenario {
     /// The default day: 3 req/s, a ramp to 30 between 180 s and 360 s, a hold to 720 s, a fall
     /// back to 3 by 840 s, silence from 960 s, and a trickle from 1320 s to the end at 1500 s.
-    /// Chat-shaped lengths: prompts log-normal with mean 350 tokens (sigma 0.8, 16..8192), outputs
-    /// mean 220 (sigma 0.6, 8..4096); see the README for how they were calibrated.
+    /// Lengths calibrated against the seed's reference table: prompts log-normal with mean 1,000
+    /// tokens (sigma 0.8, 16..8192), outputs mean 250 (sigma 1.0, 8..4096); see the README.
     pub fn default_day() -> Scenario {
         Scenario {
             name: "default".to_owned(),
@@ -79,14 +79,14 @@ impl Scenario {
                 (1500.0, 0.5),
             ],
             prompt: Lengths::Lognormal {
-                mean: 350.0,
+                mean: 1000.0,
                 sigma: 0.8,
                 min: 16,
                 max: 8192,
             },
             output: Lengths::Lognormal {
-                mean: 220.0,
-                sigma: 0.6,
+                mean: 250.0,
+                sigma: 1.0,
                 min: 8,
                 max: 4096,
             },

@@ -1,0 +1,264 @@
+//! Floors under the value from the flow of requests, not their count: the SLO-aware floor, the
+//! Little's-law scale-down guard, and the credit for replicas already starting.
+//!
+//! A count of requests in flight is a poor witness of load near a replica's knee: by Little's
+//! law it is the arrival rate times the latency, and the latency itself grows with the load. With
+//! eight replicas at 30 req/s each one holds a handful of short requests, so queue per replica
+//! reads low; step down to two and each one is past its knee, and the queue explodes a cold start
+//! later. The rates fix what the counts cannot:
+//! - the admission rate (first tokens per second, from the TTFT histogram's count) says how fast
+//!   the replicas drain their queues, so `waiting / admitted` is the first-token time that the
+//!   queue implies, and the SLO-aware floor asks for the replicas that bring it within the SLO;
+//! - the guard remembers the highest rate per replica seen while the replicas stayed within the
+//!   target, and refuses a step down that would leave each replica more than that;
+//! - the credit counts replicas already starting by their expected ready time: while the ready and
+//!   the starting replicas together carry the admitted rate at that remembered rate, the queue
+//!   built on the ready ones during a cold start does not order a second wave.
+//!
+//! Each is a floor (or, for the credit, a cut that never asks for fewer than the current count),
+//! applied to the value `serve` returns, so KEDA's HPA and `decide` reach the same count.
+
+use super::demand::{fmt, Observation};
+use super::lookahead::Point;
+use super::policy::Policy;
+use crate::metrics::Replica;
+
+/// How long a rate seen within the target is remembered by the guard, seconds.
+pub const GUARD_MEMORY_S: f64 = 3600.0;
+
+/// The share of the rate a saturated replica admits (its capacity) that the guard counts on.
+const SATURATED_SHARE: f64 = 0.8;
+
+/// The SLO-aware floor acts once the implied first-token time passes this share of the SLO.
+const SLO_SHARE: f64 = 0.5;
+
+/// How requests flow through the ready replicas at one observation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Flow {
+    /// First tokens per second over the last scrape interval, for all ready replicas (those
+    /// without a rate counted at the average of those with one).
+    pub admitted_per_s: f64,
+    /// Requests waiting on replicas or held at the activator.
+    pub waiting: f64,
+    /// Ready replicas, read or not.
+    pub ready: u32,
+}
+
+/// A replica's first tokens per second over its last interval, where its server exports a TTFT
+/// histogram and an earlier scrape exists.
+fn admitted_per_s(r: &Replica) -> Option<f64> {
+    let rates = r.rates.as_ref()?;
+    let n = rates.ttft.as_ref()?.observations()?;
+    (rates.interval_s > 0.0).then(|| n / rates.interval_s)
+}
+
+/// The flow, when at least one ready replica gives an admission rate.
+pub fn flow(obs: &Observation<'_>) -> Option<Flow> {
+    let rates: Vec<f64> = obs.replicas.iter().filter_map(admitted_per_s).collect();
+    if rates.is_empty() {
+        return None;
+    }
+    let ready = obs.replicas.len() as u32 + obs.missing;
+    let admitted_per_s = rates.iter().sum::<f64>() * f64::from(ready) / rates.len() as f64;
+    let waiting = obs.replicas.iter().map(Replica::waiting).sum::<f64>() + obs.held.unwrap_or(0.0);
+    Some(Flow {
+        admitted_per_s,
+        waiting,
+        ready,
+    })
+}
+
+/// The value that makes the HPA ask for `replicas`.
+fn value_for(policy: &Policy, replicas: u32) -> f64 {
+    f64::from(replicas) * policy.target
+}
+
+/// The SLO-aware floor: with the queue implying a first-token time past half the SLO, enough
+/// replicas to serve the arrivals and drain the backlog within the SLO, each replica admitting
+/// what the ready ones admit now.
+pub fn slo_floor(policy: &Policy, flow: &Flow, value: f64, lines: &mut Vec<String>) -> f64 {
+    if policy.slo_s <= 0.0 || flow.ready == 0 || flow.admitted_per_s <= 0.0 {
+        return value;
+    }
+    let implied = flow.waiting / flow.admitted_per_s;
+    if implied <= SLO_SHARE * policy.slo_s {
+        return value;
+    }
+    let needed = (f64::from(flow.ready) * (1.0 + implied / policy.slo_s)).ceil() as u32;
+    let floor = value_for(policy, needed);
+    if floor <= value {
+        return value;
+    }
+    lines.push(format!(
+        "slo: {} waiting at {} admitted/s imply {} s to a first token (SLO {} s): at least {} \
+         replica(s), {} = {} x {}",
+        fmt(flow.waiting),
+        fmt(flow.admitted_per_s),
+        fmt(implied),
+        fmt(policy.slo_s),
+        needed,
+        fmt(floor),
+        needed,
+        fmt(policy.target)
+    ));
+    floor
+}
+
+/// Remembers a rate per replica the replicas carried: the rate when they are within the target
+/// (the measured value per reporting replica at or below it, nothing waiting), or a share of it
+/// when they are saturated (requests waiting: they admit all they can, their capacity). Forgets
+/// what is older than [`GUARD_MEMORY_S`].
+pub fn note_safe_rate(
+    memory: &mut Vec<Point>,
+    policy: &Policy,
+    flow: &Flow,
+    (measured, reporting): (f64, u32),
+    now: f64,
+) {
+    memory.retain(|p| p.at <= now && now - p.at <= GUARD_MEMORY_S);
+    let within = reporting > 0 && measured / f64::from(reporting) <= policy.target;
+    let per_replica = flow.admitted_per_s / f64::from(flow.ready.max(1));
+    let safe = if flow.waiting > 0.0 {
+        // Saturated: the replicas admit all they can, their capacity; keep a share of it.
+        Some(SATURATED_SHARE * per_replica)
+    } else {
+        within.then_some(per_replica)
+    };
+    if let Some(value) = safe.filter(|v| *v > 0.0 && flow.ready > 0) {
+        memory.push(Point { at: now, value });
+        if memory.len() > super::lookahead::MAX_POINTS {
+            // Keep the highest rates: they are what the guard reads.
+            memory.sort_by(|a, b| b.value.total_cmp(&a.value));
+            memory.truncate(super::lookahead::MAX_POINTS / 2);
+            memory.sort_by(|a, b| a.at.total_cmp(&b.at));
+        }
+    }
+}
+
+/// The guard: no fewer ready replicas than the admitted rate over the highest safe rate per
+/// replica, and never more than are ready now (it only stops steps down).
+pub fn guard_floor(
+    policy: &Policy,
+    flow: &Flow,
+    memory: &[Point],
+    value: f64,
+    lines: &mut Vec<String>,
+) -> f64 {
+    let Some(safe) = safe_rate(memory) else {
+        return value;
+    };
+    if flow.ready == 0 || flow.waiting > 0.0 {
+        return value;
+    }
+    let keep = ((flow.admitted_per_s / safe - 1e-9).ceil().max(1.0) as u32).min(flow.ready);
+    let floor = value_for(policy, keep);
+    if floor <= value {
+        return value;
+    }
+    lines.push(format!(
+        "guard: {} admitted/s over {} req/s per replica (the most seen within the target) keeps \
+         {} of {} ready: {} = {} x {}",
+        fmt(flow.admitted_per_s),
+        fmt(safe),
+        keep,
+        flow.ready,
+        fmt(floor),
+        keep,
+        fmt(policy.target)
+    ));
+    floor
+}
+
+/// The forecast's floor (`forecast=history`): the admitted rate projected over the horizon along
+/// its trend (fitted over the horizon, at least `trend` seconds), in replicas at the highest rate
+/// per replica remembered within the target. Rates grow linearly with users where in-flight
+/// counts do not, so this is the view of a ramp that orders the replicas a cold start early.
+pub fn rate_forecast_floor(
+    policy: &Policy,
+    flow: &Flow,
+    history: &mut Vec<Point>,
+    memory: &[Point],
+    now: f64,
+    value: f64,
+    lines: &mut Vec<String>,
+) -> f64 {
+    let window = policy.trend_window_s.max(policy.lookahead_s);
+    let p = super::lookahead::project(
+        history,
+        now,
+        flow.admitted_per_s,
+        policy.lookahead_s,
+        window,
+    );
+    let Some(safe) = safe_rate(memory) else {
+        return value;
+    };
+    let needed = (p.value / safe - 1e-9).ceil().max(1.0) as u32;
+    let floor = value_for(policy, needed).min(value_for(policy, policy.max));
+    if floor <= value {
+        return value;
+    }
+    lines.push(format!(
+        "forecast: {} admitted/s now, {} in {} s, at {} req/s per replica: {} replica(s), {} = {} x {}",
+        fmt(flow.admitted_per_s),
+        fmt(p.value),
+        fmt(policy.lookahead_s),
+        fmt(safe),
+        needed,
+        fmt(floor),
+        needed,
+        fmt(policy.target)
+    ));
+    floor
+}
+
+/// The highest rate per replica remembered within the target.
+pub fn safe_rate(memory: &[Point]) -> Option<f64> {
+    memory
+        .iter()
+        .map(|p| p.value)
+        .reduce(f64::max)
+        .filter(|r| *r > 0.0)
+}
+
+/// The credit for replicas starting: while the replicas ready now and those starting (each
+/// expected Ready one cold start, the lookahead, after it was ordered) can carry the admitted
+/// rate at the highest safe rate per replica, the value asks for no more than the current count:
+/// a queue built on the ready replicas during a cold start is not a reason to order more.
+pub fn credit(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    flow: &Flow,
+    memory: &[Point],
+    value: f64,
+    lines: &mut Vec<String>,
+) -> f64 {
+    let cap = value_for(policy, obs.current);
+    if value <= cap {
+        return value;
+    }
+    let Some(safe) = safe_rate(memory) else {
+        return value;
+    };
+    let arriving = obs
+        .starting_since
+        .iter()
+        .filter(|&&since| since + policy.lookahead_s.max(1.0) >= obs.now)
+        .count() as u32;
+    let carried = f64::from(flow.ready + arriving) * safe;
+    // With requests waiting, the admitted rate is the replicas' ceiling, not the demand.
+    if arriving == 0 || carried < flow.admitted_per_s || flow.waiting > 0.0 {
+        return value;
+    }
+    lines.push(format!(
+        "credit: {} ready + {arriving} starting carry {} req/s at {} each, above the {} admitted:          {} -> {} (the current {})",
+        flow.ready,
+        fmt(carried),
+        fmt(safe),
+        fmt(flow.admitted_per_s),
+        fmt(value),
+        fmt(cap),
+        obs.current
+    ));
+    cap
+}
