@@ -159,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         };
         print!("{}", model.report());
         println!(
-            "capacity     {:.1} req/s per replica at saturation, measured by the engine with {}'s lengths (prompts {}, outputs {})",
+            "capacity     {:.1} req/s per replica at saturation, measured by the engine (scenario {}: prompts {}, outputs {})",
             capacity::saturated_rate(&model, &scenario)?,
             scenario.name,
             scenario.prompt,

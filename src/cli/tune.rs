@@ -72,27 +72,32 @@ pub struct Args {
     /// The metric every point scales on.
     #[arg(long, default_value = "queue")]
     pub metric: String,
-    /// Per-replica targets to try.
-    #[arg(long, default_value = "16,24,32,40,48,56,64")]
+    /// Per-replica targets to try (the default spans a quarter to three quarters of the 256-slot
+    /// batch: nearer the limit, a batch filling faster than it drains reads as within the target;
+    /// see the README).
+    #[arg(long, default_value = "64,96,128,160,192")]
     pub targets: String,
     /// Lookaheads to try, seconds (0: none).
-    #[arg(long, default_value = "0,60,90,120,180")]
+    #[arg(long, default_value = "0,45,60,90")]
     pub lookaheads: String,
+    /// How each lookahead projects: trend, history (see `forecast` among the policy keys).
+    #[arg(long, default_value = "trend,history")]
+    pub forecasts: String,
     /// Scale-down stabilisation windows to try, seconds.
-    #[arg(long, default_value = "60,120,180,300")]
+    #[arg(long, default_value = "30,60,120,300")]
     pub down_windows: String,
     /// Scale-down policies to try: default (100% per 15 s), or keys like downpods=1.
-    #[arg(long, default_value = "default,downpods=1,downpercent=50")]
+    #[arg(long, default_value = "default,downpods=1")]
     pub down_policies: String,
     /// KEDA cooldowns to try, seconds; `none` keeps one replica (min 1).
-    #[arg(long, default_value = "none,60,120,300")]
+    #[arg(long, default_value = "none,60,120")]
     pub cooldowns: String,
     /// Policy keys added to every point, e.g. trend=60,upwindow=30,tolerance=0.05 (the same keys
     /// as a policy string; they come after the grid's own, so they override them).
     #[arg(long, value_name = "KEYS", default_value = "")]
     pub with: String,
     /// How many points of the grid to run, spread evenly over it (0: all).
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 0)]
     pub points: usize,
     /// Run every point on this many traces of the scenario (seeds 1..R, or from --seed) and
     /// judge it on all of them, so the choice does not fit one draw's luck.
@@ -163,6 +168,16 @@ impl Args {
             metric: self.metric.clone(),
             targets: list("--targets", &self.targets)?,
             lookaheads: list("--lookaheads", &self.lookaheads)?,
+            forecasts: self
+                .forecasts
+                .split(',')
+                .map(|f| match f.trim() {
+                    "trend" | "history" => Ok(f.trim().to_owned()),
+                    v => Err(anyhow::anyhow!(
+                        "--forecasts: {v:?} is not trend or history"
+                    )),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
             down_windows: list("--down-windows", &self.down_windows)?,
             down_policies,
             cooldowns,

@@ -233,7 +233,12 @@ pub fn credit(
     value: f64,
     lines: &mut Vec<String>,
 ) -> f64 {
-    let cap = value_for(policy, obs.current);
+    // The count that keeps every replica ready or starting (`serve` knows the ready ones as
+    // its current count; the starting ones are on their way).
+    let current = obs
+        .current
+        .max(flow.ready + obs.starting_since.len() as u32);
+    let cap = value_for(policy, current);
     if value <= cap {
         return value;
     }
@@ -258,7 +263,7 @@ pub fn credit(
         fmt(flow.admitted_per_s),
         fmt(value),
         fmt(cap),
-        obs.current
+        current
     ));
     cap
 }

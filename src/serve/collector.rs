@@ -21,6 +21,7 @@ use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
+use crate::scaling::Observation;
 use crate::scaling::{evaluate, Activity, ScalerState};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -69,6 +70,8 @@ enum Round {
     Scraped {
         started_at: f64,
         pods: Vec<PodEndpoint>,
+        /// When each pod still starting was created, on the collector's clock.
+        starting_since: Vec<f64>,
         pages: Vec<(Result<Vec<u8>, ScrapeError>, Duration)>,
     },
 }
@@ -84,6 +87,7 @@ struct Scraped {
     fleet: Fleet,
     first_error: Option<String>,
     started_at: f64,
+    starting_since: Vec<f64>,
 }
 
 impl Pods {
@@ -206,15 +210,22 @@ async fn one_round(shared: &Shared, spec: &TargetSpec, discovery: &mut Option<Di
             other => break other,
         }
     };
-    let pods = match pods {
-        Ok(pods) => pods,
+    let listed = match pods {
+        Ok(listed) => listed,
         Err(e) => return Round::NoPods(e.to_string()),
     };
     let started_at = shared.now();
+    let starting_since = listed
+        .starting_ages
+        .iter()
+        .map(|age| started_at - age)
+        .collect();
+    let pods = listed.endpoints;
     let pages = shared.scraper.scrape_each(&pods, spec.scrape_timeout).await;
     Round::Scraped {
         started_at,
         pods,
+        starting_since,
         pages,
     }
 }
@@ -235,7 +246,7 @@ fn read_round(
     round: Round,
     counters: &mut BTreeMap<String, Snapshot>,
 ) -> Pods {
-    let (started_at, pods, pages) = match round {
+    let (started_at, pods, starting_since, pages) = match round {
         Round::NoPods(e) => {
             if log.no_pods.as_ref() != Some(&e) {
                 tracing::warn!(error = %e, "the target's pods are not known");
@@ -246,8 +257,9 @@ fn read_round(
         Round::Scraped {
             started_at,
             pods,
+            starting_since,
             pages,
-        } => (started_at, pods, pages),
+        } => (started_at, pods, starting_since, pages),
     };
     log.no_pods = None;
     let inputs = pods.iter().zip(&pages).map(|(pod, (page, took))| {
@@ -317,6 +329,7 @@ fn read_round(
         fleet,
         first_error,
         started_at,
+        starting_since,
     })
 }
 
@@ -364,12 +377,15 @@ fn conclude(
     state: &mut ScalerState,
 ) -> Report {
     let empty = Fleet::default();
-    let (fleet, scraped_at) = match pods {
-        Pods::Unknown(_) => (&empty, None),
-        Pods::Read(s) => (&s.fleet, Some(s.started_at)),
+    let (fleet, scraped_at, starting) = match pods {
+        Pods::Unknown(_) => (&empty, None, &[][..]),
+        Pods::Read(s) => (&s.fleet, Some(s.started_at), &s.starting_since[..]),
     };
     let ready = fleet.replicas.len() as u32 + fleet.unread();
-    let obs = fleet.observation(shared.now(), ready, Some(ready), held, scraped_at);
+    let obs = Observation {
+        starting_since: starting,
+        ..fleet.observation(shared.now(), ready, Some(ready), held, scraped_at)
+    };
     let eval = evaluate(&spec.policy, &obs, state);
     tracing::debug!(value = ?eval.value, activity = ?eval.activity, reasons = ?eval.lines, "evaluated");
     // Say why, with the cause underneath: the pods' or the activator's error.

@@ -56,6 +56,47 @@ pub struct PodEndpoint {
     pub vouched: bool,
 }
 
+/// A target's pods at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listed {
+    /// The Ready pods to scrape.
+    pub endpoints: Vec<PodEndpoint>,
+    /// Seconds since each pod not yet Ready (and not being deleted) was created: the replicas
+    /// still starting, which `creditStarting` counts by their expected ready time.
+    pub starting_ages: Vec<f64>,
+}
+
+/// Seconds since the Unix epoch, by the wall clock (pod creation times are wall-clock times).
+pub fn wall_clock_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Whether the pod's Ready condition is True.
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// How long ago (at `wall_now_s`) each pod that is neither Ready nor being deleted was created;
+/// a pod without a creation time, or one from the future, counts as just created.
+pub fn starting_ages<'a>(pods: impl IntoIterator<Item = &'a Pod>, wall_now_s: f64) -> Vec<f64> {
+    pods.into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none() && !pod_ready(pod))
+        .map(|pod| {
+            let created = pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(wall_now_s, |t| t.0.as_millisecond() as f64 / 1000.0);
+            (wall_now_s - created).max(0.0)
+        })
+        .collect()
+}
+
 /// Where a pod's page is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Address {
@@ -266,10 +307,13 @@ impl Discovery {
         )?))
     }
 
-    /// The Ready pods to scrape now.
-    pub fn pods(&self, ctx: &DiscoveryContext) -> Result<Vec<PodEndpoint>, DiscoveryError> {
+    /// The Ready pods to scrape now, and how long ago each pod still starting was created.
+    pub fn pods(&self, ctx: &DiscoveryContext) -> Result<Listed, DiscoveryError> {
         match self {
-            Discovery::Static(pods) => Ok(pods.clone()),
+            Discovery::Static(pods) => Ok(Listed {
+                endpoints: pods.clone(),
+                starting_ages: Vec::new(),
+            }),
             Discovery::Kube(k) => {
                 ctx.api.check(ctx.staleness)?;
                 k.pods()
@@ -337,22 +381,27 @@ impl KubeDiscovery {
         })
     }
 
-    fn pods(&self) -> Result<Vec<PodEndpoint>, DiscoveryError> {
+    fn pods(&self) -> Result<Listed, DiscoveryError> {
         if !self.watch.synced.load(Ordering::Relaxed) {
             return Err(DiscoveryError::NotSynced);
         }
         let empty = std::collections::BTreeMap::new();
-        Ok(self
-            .watch
-            .store
-            .state()
+        let state = self.watch.store.state();
+        let matching: Vec<&Pod> = state
             .iter()
+            .map(|pod| pod.as_ref())
             .filter(|pod| {
                 self.selector
                     .matches(pod.metadata.labels.as_ref().unwrap_or(&empty))
             })
-            .filter_map(|pod| self.shape.endpoint(pod))
-            .collect())
+            .collect();
+        Ok(Listed {
+            endpoints: matching
+                .iter()
+                .filter_map(|pod| self.shape.endpoint(pod))
+                .collect(),
+            starting_ages: starting_ages(matching, wall_clock_s()),
+        })
     }
 }
 
@@ -383,16 +432,15 @@ impl EndpointShape {
             return None;
         }
         let name = pod.metadata.name.clone()?;
-        let status = pod.status.as_ref()?;
-        let ready = status
-            .conditions
-            .as_ref()?
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty())?;
-        if !ready {
+        if !pod_ready(pod) {
             return None;
         }
+        let ip = pod
+            .status
+            .as_ref()?
+            .pod_ip
+            .clone()
+            .filter(|ip| !ip.is_empty())?;
         let address = match self.via {
             ScrapeVia::Direct => {
                 let host = if ip.contains(':') {
@@ -470,5 +518,38 @@ mod tests {
         assert_eq!(parse_cpu("500m"), Some(0.5));
         assert_eq!(parse_cpu("1.5"), Some(1.5));
         assert_eq!(parse_cpu("lots"), None);
+    }
+
+    fn pod(created_s: Option<i64>, ready: bool, deleting: bool) -> Pod {
+        let at = |s: i64| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(s).unwrap(),
+            )
+        };
+        let mut p = Pod::default();
+        p.metadata.creation_timestamp = created_s.map(at);
+        p.metadata.deletion_timestamp = deleting.then(|| at(0));
+        p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn starting_pods_are_the_unready_ones_not_being_deleted() {
+        let pods = [
+            pod(Some(1_000), false, false), // starting for 60 s
+            pod(Some(1_030), false, false), // starting for 30 s
+            pod(Some(900), true, false),    // ready: not starting
+            pod(Some(1_000), false, true),  // being deleted
+            pod(None, false, false),        // no creation time: just created
+            pod(Some(2_000), false, false), // clock skew: not in the future
+        ];
+        assert_eq!(starting_ages(&pods, 1_060.0), vec![60.0, 30.0, 0.0, 0.0]);
     }
 }

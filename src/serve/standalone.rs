@@ -7,6 +7,7 @@ use super::discovery::{label_selector, EndpointShape, ScrapeVia};
 use super::scrape::Scraper;
 use crate::metrics::ServerChoice;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
+use crate::scaling::Observation;
 use crate::scaling::{decide, Decision, Policy, ScalerState};
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -100,7 +101,15 @@ pub async fn decide_once(
     state
         .counters
         .retain(|name, _| endpoints.iter().any(|p| &p.name == name));
-    let observation = fleet.observation(now, current, status, Some(held), Some(now));
+    let starting: Vec<f64> =
+        super::discovery::starting_ages(&list.items, super::discovery::wall_clock_s())
+            .into_iter()
+            .map(|age| now - age)
+            .collect();
+    let observation = Observation {
+        starting_since: &starting,
+        ..fleet.observation(now, current, status, Some(held), Some(now))
+    };
     let decision = decide(policy, &observation, state);
     Ok(Decided {
         current,

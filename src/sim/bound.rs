@@ -64,7 +64,7 @@ fn misses_with(
     let unserved = tail
         .replicas
         .iter()
-        .map(|r| r.waiting.len() + r.running.iter().filter(|s| s.prefill_left > 0.0).count())
+        .map(|r| r.waiting.len() + r.prefilling.len())
         .sum::<usize>()
         + tail.held.len();
     (late + unserved, committed, next)

@@ -11,7 +11,7 @@
 use super::gpu::GpuModel;
 use crate::metrics::histogram::Histogram;
 use crate::metrics::{Counters, Server, Signals};
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// vLLM's TTFT bucket bounds, seconds.
 pub const TTFT_BUCKETS: [f64; 22] = [
@@ -49,7 +49,7 @@ pub enum Phase {
     Draining,
 }
 
-/// A sequence in the batch.
+/// A sequence in the batch still prefilling its prompt.
 #[derive(Debug, Clone, Copy)]
 pub struct Seq {
     /// Index into the trace.
@@ -58,8 +58,97 @@ pub struct Seq {
     pub output: u32,
     /// Prompt tokens still to prefill.
     pub prefill_left: f64,
-    /// Output tokens produced (the first comes from prefill).
-    pub generated: f64,
+}
+
+/// A sequence past its prefill. Every decoding sequence gains the same tokens in a step, so each
+/// keeps only where it started on the replica's token clock: it has generated `offset - base`
+/// tokens and finishes when the clock reaches `end` (`base` plus its output length). A step then
+/// costs the sequences that finish, not the whole batch.
+#[derive(Debug, Clone, Copy)]
+struct Decoding {
+    end: f64,
+    base: f64,
+    prompt: u32,
+}
+
+impl PartialEq for Decoding {
+    fn eq(&self, other: &Self) -> bool {
+        self.end.total_cmp(&other.end).is_eq()
+    }
+}
+
+impl Eq for Decoding {}
+
+impl PartialOrd for Decoding {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Decoding {
+    /// Reversed, so the max-heap pops the sequence that finishes first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.end.total_cmp(&self.end)
+    }
+}
+
+/// The decoding part of the batch on its token clock.
+#[derive(Debug, Clone, Default)]
+struct DecodeBatch {
+    heap: BinaryHeap<Decoding>,
+    /// Tokens every decoding sequence has gained since the batch was last empty.
+    offset: f64,
+    prompt_sum: f64,
+    base_sum: f64,
+}
+
+impl DecodeBatch {
+    fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// A sequence whose prefill just gave its first token.
+    fn push(&mut self, prompt: u32, output: u32) {
+        let base = self.offset - 1.0;
+        self.prompt_sum += f64::from(prompt);
+        self.base_sum += base;
+        self.heap.push(Decoding {
+            end: base + f64::from(output),
+            base,
+            prompt,
+        });
+    }
+
+    /// KV tokens of the decoding sequences: prompts plus what each generated.
+    fn context(&self) -> f64 {
+        self.prompt_sum + self.len() as f64 * self.offset - self.base_sum
+    }
+
+    /// Every sequence gains `tokens`; those that reach their output length finish part-way.
+    /// Returns the tokens produced and the change in KV tokens.
+    fn advance(&mut self, tokens: f64) -> (f64, f64) {
+        let (mut produced, mut kv_delta) = (0.0, 0.0);
+        while let Some(done) = self.heap.peek().copied() {
+            let need = (done.end - self.offset).max(0.0);
+            if need > tokens {
+                break;
+            }
+            self.heap.pop();
+            produced += need;
+            kv_delta -= f64::from(done.prompt) + (self.offset - done.base);
+            self.prompt_sum -= f64::from(done.prompt);
+            self.base_sum -= done.base;
+        }
+        let left = self.len() as f64;
+        produced += tokens * left;
+        kv_delta += tokens * left;
+        if self.heap.is_empty() {
+            *self = DecodeBatch::default();
+        } else {
+            self.offset += tokens;
+        }
+        (produced, kv_delta)
+    }
 }
 
 /// A request's first token, during a step.
@@ -75,7 +164,9 @@ pub struct SimReplica {
     pub phase: Phase,
     /// Requests routed here, not yet admitted (index, prompt, output).
     pub waiting: VecDeque<(u32, u32, u32)>,
-    pub running: Vec<Seq>,
+    /// Admitted and still prefilling, in admission order.
+    pub prefilling: VecDeque<Seq>,
+    decoding: DecodeBatch,
     /// KV tokens held by the running batch.
     pub kv_tokens: f64,
     // Counters, as on /metrics.
@@ -90,7 +181,8 @@ impl SimReplica {
             id,
             phase,
             waiting: VecDeque::new(),
-            running: Vec::new(),
+            prefilling: VecDeque::new(),
+            decoding: DecodeBatch::default(),
             kv_tokens: 0.0,
             generation_tokens: 0.0,
             cpu_seconds: 0.0,
@@ -98,9 +190,14 @@ impl SimReplica {
         }
     }
 
+    /// Requests in the batch: prefilling or decoding.
+    pub fn running(&self) -> usize {
+        self.prefilling.len() + self.decoding.len()
+    }
+
     /// Requests routed here and not finished.
     pub fn outstanding(&self) -> usize {
-        self.waiting.len() + self.running.len()
+        self.waiting.len() + self.running()
     }
 
     pub fn is_ready(&self) -> bool {
@@ -122,45 +219,45 @@ impl SimReplica {
         events: &mut Vec<FirstToken>,
     ) {
         let (gpu, kv_capacity, prefill_rate) = (&hw.gpu, hw.kv_capacity, hw.prefill_rate);
-        self.cpu_seconds += dt * gpu.cpu_cores(self.running.len());
+        self.cpu_seconds += dt * gpu.cpu_cores(self.running());
         // Admission: free batch slots and KV space for the prompt.
-        while self.running.len() < gpu.max_batch as usize {
+        while self.running() < gpu.max_batch as usize {
             let Some(&(request, prompt, output)) = self.waiting.front() else {
                 break;
             };
-            if self.kv_tokens + f64::from(prompt) > kv_capacity && !self.running.is_empty() {
+            if self.kv_tokens + f64::from(prompt) > kv_capacity && self.running() > 0 {
                 break;
             }
             self.waiting.pop_front();
             self.kv_tokens += f64::from(prompt);
-            self.running.push(Seq {
+            self.prefilling.push_back(Seq {
                 request,
                 prompt,
                 output,
                 prefill_left: f64::from(prompt),
-                generated: 0.0,
             });
         }
         // Prefill, in admission order, takes its share of the step's time (decode runs in the
         // rest, before and after); a first token comes no earlier than its prefill after the
-        // request arrived.
+        // request arrived. A sequence whose prefill ends joins this step's decode.
         let end = t + dt;
         let mut used = 0.0;
         let first = events.len();
-        for seq in self.running.iter_mut().filter(|s| s.prefill_left > 0.0) {
+        while let Some(seq) = self.prefilling.front_mut() {
             if used >= dt {
                 break;
             }
             let need = seq.prefill_left / prefill_rate;
             if used + need <= dt {
                 used += need;
-                seq.prefill_left = 0.0;
-                seq.generated = 1.0;
                 let at = (arrival(seq.request) + need).max(t + used).min(end);
                 events.push(FirstToken {
                     request: seq.request,
                     at,
                 });
+                let (prompt, output) = (seq.prompt, seq.output);
+                self.prefilling.pop_front();
+                self.decoding.push(prompt, output);
             } else {
                 seq.prefill_left -= (dt - used) * prefill_rate;
                 used = dt;
@@ -174,33 +271,10 @@ impl SimReplica {
         }
         // Decode every sequence past its prefill with what is left of the step; a sequence
         // that reaches its output length finishes part-way through.
-        let (decoding, context) = self
-            .running
-            .iter()
-            .filter(|s| s.prefill_left == 0.0)
-            .fold((0usize, 0.0), |(n, ctx), s| {
-                (n + 1, ctx + f64::from(s.prompt) + s.generated)
-            });
-        if decoding > 0 {
-            let step_s = gpu.decode_step_s(context);
-            let tokens = budget / step_s;
-            let mut kv_delta = 0.0;
-            self.running.retain_mut(|seq| {
-                if seq.prefill_left > 0.0 {
-                    return true;
-                }
-                let need = (f64::from(seq.output) - seq.generated).max(0.0);
-                if need <= tokens {
-                    produced += need;
-                    kv_delta -= f64::from(seq.prompt) + seq.generated;
-                    false
-                } else {
-                    seq.generated += tokens;
-                    produced += tokens;
-                    kv_delta += tokens;
-                    true
-                }
-            });
+        if self.decoding.len() > 0 {
+            let step_s = gpu.decode_step_s(self.decoding.context());
+            let (made, kv_delta) = self.decoding.advance(budget / step_s);
+            produced += made;
             self.kv_tokens = (self.kv_tokens + kv_delta).max(0.0);
         }
         self.generation_tokens += produced;
@@ -217,7 +291,7 @@ impl SimReplica {
         }
         Signals {
             server: Server::Vllm,
-            running: Some(self.running.len() as f64),
+            running: Some(self.running() as f64),
             waiting: self.waiting.len() as f64,
             kv: Some((self.kv_tokens / kv_capacity).min(1.0)),
             counters: Counters {

@@ -15,6 +15,8 @@ pub struct Grid {
     pub metric: String,
     pub targets: Vec<f64>,
     pub lookaheads: Vec<f64>,
+    /// How the lookahead projects: "trend" or "history" (only with a lookahead).
+    pub forecasts: Vec<String>,
     pub down_windows: Vec<u32>,
     /// Scale-down policy keys: "" (the default 100% per 15 s), "downpods=1", "downpercent=50"...
     pub down_policies: Vec<String>,
@@ -29,15 +31,12 @@ impl Default for Grid {
     fn default() -> Self {
         Grid {
             metric: "queue".to_owned(),
-            targets: vec![16.0, 24.0, 32.0, 40.0, 48.0, 56.0, 64.0],
-            lookaheads: vec![0.0, 60.0, 90.0, 120.0, 180.0],
-            down_windows: vec![60, 120, 180, 300],
-            down_policies: vec![
-                String::new(),
-                "downpods=1".to_owned(),
-                "downpercent=50".to_owned(),
-            ],
-            cooldowns: vec![None, Some(60.0), Some(120.0), Some(300.0)],
+            targets: vec![64.0, 96.0, 128.0, 160.0, 192.0],
+            lookaheads: vec![0.0, 45.0, 60.0, 90.0],
+            forecasts: vec!["trend".to_owned(), "history".to_owned()],
+            down_windows: vec![30, 60, 120, 300],
+            down_policies: vec![String::new(), "downpods=1".to_owned()],
+            cooldowns: vec![None, Some(60.0), Some(120.0)],
             max: 8,
             with: String::new(),
         }
@@ -45,31 +44,41 @@ impl Default for Grid {
 }
 
 impl Grid {
-    /// Every combination, as policy strings.
+    /// Every combination, as policy strings (a forecast only with a lookahead).
     pub fn policies(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut heads = Vec::new();
         for &target in &self.targets {
             for &lookahead in &self.lookaheads {
-                for &window in &self.down_windows {
-                    for down in &self.down_policies {
-                        for cooldown in &self.cooldowns {
-                            let mut spec = format!("{}:{}", self.metric, target);
-                            if lookahead > 0.0 {
-                                let _ = write!(spec, ",lookahead={lookahead}");
-                            }
-                            let _ = write!(spec, ",downwindow={window}");
-                            if !down.is_empty() {
-                                let _ = write!(spec, ",{down}");
-                            }
-                            if let Some(c) = cooldown {
-                                let _ = write!(spec, ",min=0,cooldown={c}");
-                            }
-                            let _ = write!(spec, ",max={}", self.max);
-                            if !self.with.is_empty() {
-                                let _ = write!(spec, ",{}", self.with);
-                            }
-                            out.push(spec);
+                if lookahead <= 0.0 {
+                    heads.push(format!("{}:{}", self.metric, target));
+                    continue;
+                }
+                for forecast in &self.forecasts {
+                    let mut head = format!("{}:{},lookahead={lookahead}", self.metric, target);
+                    if forecast != "trend" {
+                        let _ = write!(head, ",forecast={forecast}");
+                    }
+                    heads.push(head);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for head in heads {
+            for &window in &self.down_windows {
+                for down in &self.down_policies {
+                    for cooldown in &self.cooldowns {
+                        let mut spec = format!("{head},downwindow={window}");
+                        if !down.is_empty() {
+                            let _ = write!(spec, ",{down}");
                         }
+                        if let Some(c) = cooldown {
+                            let _ = write!(spec, ",min=0,cooldown={c}");
+                        }
+                        let _ = write!(spec, ",max={}", self.max);
+                        if !self.with.is_empty() {
+                            let _ = write!(spec, ",{}", self.with);
+                        }
+                        out.push(spec);
                     }
                 }
             }
@@ -180,7 +189,12 @@ mod tests {
     #[test]
     fn the_grid_spells_policies_that_parse() {
         let all = Grid::default().policies();
-        assert_eq!(all.len(), 7 * 5 * 4 * 3 * 4);
+        // 5 targets x (no lookahead + 3 lookaheads x 2 forecasts) x 4 windows x 2 x 3 cooldowns.
+        assert_eq!(all.len(), 5 * (1 + 3 * 2) * 4 * 2 * 3);
+        assert!(all.iter().any(|p| p.contains(",forecast=history,")));
+        assert!(!all
+            .iter()
+            .any(|p| p.contains("forecast") && !p.contains("lookahead")));
         for spec in sample(all, 50) {
             Policy::parse(&spec).unwrap();
         }
