@@ -25,6 +25,9 @@
 //! - [`activator`]: `infscale activator`, the proxy that holds requests while no replica is ready.
 //! - [`edge`]: fetching pages from files or URLs (bounded in size and time), the Kubernetes
 //!   client, and the `/metrics` endpoint `serve` and the activator share.
+//! - [`load`]: `infscale load`, a load generator for OpenAI-compatible servers (closed and open
+//!   loop, TTFT, inter-token and end-to-end percentiles) and the sweep that finds the
+//!   concurrency a replica saturates at: the queue target to give a policy.
 //! - [`limits`]: the bounds on what comes from outside (validation); each binary's operational
 //!   limits are in [`serve::limits`] and [`activator::limits`].
 //! - [`cli`]: argument parsing and printing for the `infscale` binary.
@@ -34,6 +37,7 @@ pub mod cli;
 pub mod counts;
 pub mod edge;
 pub mod limits;
+pub mod load;
 pub mod metrics;
 pub mod scaling;
 pub mod serve;
