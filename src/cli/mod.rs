@@ -8,6 +8,7 @@ mod checks;
 mod decide;
 mod gpu;
 mod kube;
+mod load;
 mod parse;
 mod policy_args;
 mod read;
@@ -41,6 +42,8 @@ pub enum Command {
     Kube(Box<kube::Args>),
     /// Proxy requests to model Services, holding them while no replica is ready.
     Activator(Box<activator::Args>),
+    /// Drive an OpenAI-compatible server with load; --sweep finds the concurrency it saturates at.
+    Load(Box<load::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -75,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => runtime()?.block_on(serve::run(*args)),
         Command::Kube(args) => runtime()?.block_on(kube::run(*args)),
         Command::Activator(args) => runtime()?.block_on(activator::run(*args)),
+        Command::Load(args) => runtime()?.block_on(load::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }
