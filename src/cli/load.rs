@@ -99,13 +99,30 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.sweep.contains(&0) {
             bail!("--sweep: every concurrency must be at least 1");
         }
+        let mut levels = args.sweep.clone();
+        levels.sort_unstable();
+        levels.dedup();
         eprintln!(
-            "sweeping concurrency {:?}, {} s each, against {}",
-            args.sweep,
+            "sweeping concurrency {levels:?}, {} s each, against {}",
             args.duration,
             config.endpoint()
         );
-        let sweep = crate::load::sweep(&config, &args.sweep).await?;
+        let mut rows = Vec::with_capacity(levels.len());
+        for concurrency in levels {
+            let run = Config {
+                mode: Mode::Closed { concurrency },
+                ..config.clone()
+            };
+            let report = crate::load::run(run).await?;
+            eprintln!(
+                "  concurrency {concurrency}: {} ok, {} failed, TTFT p50 {}",
+                report.ok,
+                report.failed(),
+                report.ttft_s.map_or("-".to_owned(), |p| ms(p.p50))
+            );
+            rows.push(report);
+        }
+        let sweep = Sweep::judge(rows);
         if args.json {
             println!("{}", serde_json::to_string_pretty(&sweep)?);
         } else {

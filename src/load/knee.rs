@@ -5,7 +5,7 @@
 //! - its TTFT p50 is more than [`TTFT_FACTOR`] (2x) the TTFT p50 at the lightest concurrency
 //!   (requests now wait for a batch slot, or prefill is crowded out), or
 //! - its requests/s grew by less than [`THROUGHPUT_GAIN`] (10%) over the previous
-//!   concurrency's while its TTFT p50 grew by more than 10%: more load buys latency, not
+//!   concurrency's while its TTFT p50 grew by more than [`TTFT_RISE`] (10%): more load buys latency, not
 //!   throughput, or
 //! - more than [`ERROR_SHARE`] (10%) of its requests failed, or none was answered.
 //!
@@ -18,6 +18,8 @@ use serde::Serialize;
 pub const TTFT_FACTOR: f64 = 2.0;
 pub const THROUGHPUT_GAIN: f64 = 0.10;
 pub const ERROR_SHARE: f64 = 0.10;
+/// How much TTFT p50 must rise over the previous concurrency's for flat throughput to count.
+pub const TTFT_RISE: f64 = 0.10;
 
 /// The rule in one line, as `infscale load --sweep` prints it.
 pub const RULE: &str = "knee rule: the largest concurrency before the first saturated one; \
@@ -81,7 +83,7 @@ fn saturated(point: &Point, previous: Option<&Point>, base: Option<f64>) -> Opti
     }
     if let Some(prev) = previous {
         let flat = point.requests_per_s < (1.0 + THROUGHPUT_GAIN) * prev.requests_per_s;
-        let slower = prev.ttft_p50.is_some_and(|p| ttft > 1.10 * p);
+        let slower = prev.ttft_p50.is_some_and(|p| ttft > (1.0 + TTFT_RISE) * p);
         if flat && slower {
             return Some(Saturated::ThroughputFlat);
         }

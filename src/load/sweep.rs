@@ -28,6 +28,18 @@ fn knee_concurrency<S: serde::Serializer>(knee: &Option<Knee>, s: S) -> Result<S
 }
 
 impl Sweep {
+    /// The sweep of these closed-loop reports, in rising concurrency, with their knee.
+    pub fn judge(rows: Vec<Report>) -> Sweep {
+        let points: Vec<Point> = rows.iter().map(Point::of).collect();
+        let knee = knee::find(&points);
+        Sweep {
+            rows,
+            knee,
+            detail: knee,
+            knee_rule: knee::RULE,
+        }
+    }
+
     /// The verdict in one line.
     pub fn verdict(&self) -> String {
         match (&self.knee, self.rows.first(), self.rows.last()) {
@@ -65,12 +77,5 @@ pub async fn sweep(config: &Config, concurrencies: &[u32]) -> Result<Sweep, Erro
         };
         rows.push(super::run(run).await?);
     }
-    let points: Vec<Point> = rows.iter().map(Point::of).collect();
-    let knee = knee::find(&points);
-    Ok(Sweep {
-        rows,
-        knee,
-        detail: knee,
-        knee_rule: knee::RULE,
-    })
+    Ok(Sweep::judge(rows))
 }
