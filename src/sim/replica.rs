@@ -366,3 +366,44 @@ impl SimReplica {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reporting_the_finished_changes_nothing_else() {
+        let hw = Hardware::new(GpuModel {
+            max_batch: 3,
+            ..GpuModel::default()
+        });
+        let (mut plain, mut told) = (
+            SimReplica::new(0, Phase::Ready),
+            SimReplica::new(1, Phase::Ready),
+        );
+        for (i, output) in [(0, 5), (1, 40), (2, 1), (3, 12)] {
+            plain.waiting.push_back((i, 300, output));
+            told.waiting.push_back((i, 300, output));
+        }
+        let (mut a, mut b, mut done) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..100 {
+            let t = f64::from(k) * 0.05;
+            plain.step(&hw, t, 0.05, |_| 0.0, &mut a);
+            told.step_reporting(&hw, t, 0.05, |_| 0.0, &mut b, &mut done);
+            assert!(told
+                .decoding_progress()
+                .all(|(_, made)| (1.0..40.0).contains(&made)));
+        }
+        assert_eq!(a, b);
+        assert_eq!(plain.generation_tokens, told.generation_tokens);
+        assert_eq!(plain.kv_tokens, told.kv_tokens);
+        let mut order: Vec<u32> = done.iter().map(|f| f.request).collect();
+        order.sort_unstable();
+        assert_eq!(order, [0, 1, 2, 3]);
+        for f in &done {
+            let first = b.iter().find(|e| e.request == f.request).map(|e| e.at);
+            assert!(first.is_some_and(|at| at <= f.at), "{f:?}");
+        }
+        assert_eq!(told.outstanding(), 0);
+    }
+}
