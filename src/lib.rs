@@ -23,6 +23,8 @@
 //!   pods and follow the activator, then [`scaling::evaluate`]; and the standalone mode
 //!   ([`serve::standalone`]) that `infscale kube` runs.
 //! - [`activator`]: `infscale activator`, the proxy that holds requests while no replica is ready.
+//! - [`emulate`]: `infscale emulate`, an OpenAI-compatible model server on CPU timed by the
+//!   simulator's replica model, exporting `/metrics` in each server's dialect.
 //! - [`edge`]: fetching pages from files or URLs (bounded in size and time), the Kubernetes
 //!   client, and the `/metrics` endpoint `serve` and the activator share.
 //! - [`limits`]: the bounds on what comes from outside (validation); each binary's operational
@@ -33,6 +35,7 @@ pub mod activator;
 pub mod cli;
 pub mod counts;
 pub mod edge;
+pub mod emulate;
 pub mod limits;
 pub mod metrics;
 pub mod scaling;

@@ -6,6 +6,7 @@
 mod activator;
 mod checks;
 mod decide;
+mod emulate;
 mod gpu;
 mod kube;
 mod parse;
@@ -41,6 +42,8 @@ pub enum Command {
     Kube(Box<kube::Args>),
     /// Proxy requests to model Services, holding them while no replica is ready.
     Activator(Box<activator::Args>),
+    /// Serve an OpenAI-compatible model server on CPU, timed by the GPU replica model.
+    Emulate(Box<emulate::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -75,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => runtime()?.block_on(serve::run(*args)),
         Command::Kube(args) => runtime()?.block_on(kube::run(*args)),
         Command::Activator(args) => runtime()?.block_on(activator::run(*args)),
+        Command::Emulate(args) => runtime()?.block_on(emulate::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }
