@@ -23,6 +23,8 @@
 //!   pods and follow the activator, then [`scaling::evaluate`]; and the standalone mode
 //!   ([`serve::standalone`]) that `infscale kube` runs.
 //! - [`activator`]: `infscale activator`, the proxy that holds requests while no replica is ready.
+//! - [`emulate`]: `infscale emulate`, an OpenAI-compatible model server on CPU timed by the
+//!   simulator's replica model, exporting `/metrics` in each server's dialect.
 //! - [`edge`]: fetching pages from files or URLs (bounded in size and time), the Kubernetes
 //!   client, and the `/metrics` endpoint `serve` and the activator share.
 //! - [`load`]: `infscale load`, a load generator for OpenAI-compatible servers (closed and open
@@ -36,6 +38,7 @@ pub mod activator;
 pub mod cli;
 pub mod counts;
 pub mod edge;
+pub mod emulate;
 pub mod limits;
 pub mod load;
 pub mod metrics;

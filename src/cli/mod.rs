@@ -6,6 +6,7 @@
 mod activator;
 mod checks;
 mod decide;
+mod emulate;
 mod gpu;
 mod kube;
 mod load;
@@ -44,6 +45,8 @@ pub enum Command {
     Activator(Box<activator::Args>),
     /// Drive an OpenAI-compatible server with load; --sweep finds the concurrency it saturates at.
     Load(Box<load::Args>),
+    /// Serve an OpenAI-compatible model server on CPU, timed by the GPU replica model.
+    Emulate(Box<emulate::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -79,6 +82,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Kube(args) => runtime()?.block_on(kube::run(*args)),
         Command::Activator(args) => runtime()?.block_on(activator::run(*args)),
         Command::Load(args) => runtime()?.block_on(load::run(*args)),
+        Command::Emulate(args) => runtime()?.block_on(emulate::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }

@@ -69,6 +69,8 @@ struct Decoding {
     end: f64,
     base: f64,
     prompt: u32,
+    /// Index into the trace.
+    request: u32,
 }
 
 impl PartialEq for Decoding {
@@ -108,7 +110,7 @@ impl DecodeBatch {
     }
 
     /// A sequence whose prefill just gave its first token.
-    fn push(&mut self, prompt: u32, output: u32) {
+    fn push(&mut self, request: u32, prompt: u32, output: u32) {
         let base = self.offset - 1.0;
         self.prompt_sum += f64::from(prompt);
         self.base_sum += base;
@@ -116,6 +118,7 @@ impl DecodeBatch {
             end: base + f64::from(output),
             base,
             prompt,
+            request,
         });
     }
 
@@ -124,9 +127,10 @@ impl DecodeBatch {
         self.prompt_sum + self.len() as f64 * self.offset - self.base_sum
     }
 
-    /// Every sequence gains `tokens`; those that reach their output length finish part-way.
+    /// Every sequence gains `tokens`; those that reach their output length finish part-way
+    /// (each, with the tokens it still needed, goes to `finished` when given).
     /// Returns the tokens produced and the change in KV tokens.
-    fn advance(&mut self, tokens: f64) -> (f64, f64) {
+    fn advance(&mut self, tokens: f64, mut finished: Option<&mut Vec<(u32, f64)>>) -> (f64, f64) {
         let (mut produced, mut kv_delta) = (0.0, 0.0);
         while let Some(done) = self.heap.peek().copied() {
             let need = (done.end - self.offset).max(0.0);
@@ -134,6 +138,9 @@ impl DecodeBatch {
                 break;
             }
             self.heap.pop();
+            if let Some(out) = finished.as_deref_mut() {
+                out.push((done.request, need));
+            }
             produced += need;
             kv_delta -= f64::from(done.prompt) + (self.offset - done.base);
             self.prompt_sum -= f64::from(done.prompt);
@@ -154,6 +161,13 @@ impl DecodeBatch {
 /// A request's first token, during a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FirstToken {
+    pub request: u32,
+    pub at: f64,
+}
+
+/// A request's last token, during a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finished {
     pub request: u32,
     pub at: f64,
 }
@@ -209,6 +223,17 @@ impl SimReplica {
         self.ttft_counts[bucket] += 1;
     }
 
+    /// Output tokens each decoding request has generated so far (its first token included),
+    /// in no particular order. It visits the whole batch: for the emulator, not the simulator's
+    /// step.
+    pub fn decoding_progress(&self) -> impl Iterator<Item = (u32, f64)> + '_ {
+        let offset = self.decoding.offset;
+        self.decoding
+            .heap
+            .iter()
+            .map(move |d| (d.request, offset - d.base))
+    }
+
     /// Serves one step `[t, t + dt)`; `arrival` gives a request's arrival time for its TTFT.
     pub fn step(
         &mut self,
@@ -217,6 +242,31 @@ impl SimReplica {
         dt: f64,
         arrival: impl Fn(u32) -> f64,
         events: &mut Vec<FirstToken>,
+    ) {
+        self.serve(hw, t, dt, arrival, events, None);
+    }
+
+    /// [`SimReplica::step`], also reporting the requests that finish in the step.
+    pub fn step_reporting(
+        &mut self,
+        hw: &Hardware,
+        t: f64,
+        dt: f64,
+        arrival: impl Fn(u32) -> f64,
+        events: &mut Vec<FirstToken>,
+        finished: &mut Vec<Finished>,
+    ) {
+        self.serve(hw, t, dt, arrival, events, Some(finished));
+    }
+
+    fn serve(
+        &mut self,
+        hw: &Hardware,
+        t: f64,
+        dt: f64,
+        arrival: impl Fn(u32) -> f64,
+        events: &mut Vec<FirstToken>,
+        finished: Option<&mut Vec<Finished>>,
     ) {
         let (gpu, kv_capacity, prefill_rate) = (&hw.gpu, hw.kv_capacity, hw.prefill_rate);
         self.cpu_seconds += dt * gpu.cpu_cores(self.running());
@@ -255,9 +305,9 @@ impl SimReplica {
                     request: seq.request,
                     at,
                 });
-                let (prompt, output) = (seq.prompt, seq.output);
+                let (request, prompt, output) = (seq.request, seq.prompt, seq.output);
                 self.prefilling.pop_front();
-                self.decoding.push(prompt, output);
+                self.decoding.push(request, prompt, output);
             } else {
                 seq.prefill_left -= (dt - used) * prefill_rate;
                 used = dt;
@@ -273,7 +323,20 @@ impl SimReplica {
         // that reaches its output length finishes part-way through.
         if self.decoding.len() > 0 {
             let step_s = gpu.decode_step_s(self.decoding.context());
-            let (made, kv_delta) = self.decoding.advance(budget / step_s);
+            let (made, kv_delta) = match finished {
+                None => self.decoding.advance(budget / step_s, None),
+                Some(out) => {
+                    // A sequence finishes once decode, after the step's prefill, has made the
+                    // tokens it still needed.
+                    let mut ends = Vec::new();
+                    let r = self.decoding.advance(budget / step_s, Some(&mut ends));
+                    out.extend(ends.into_iter().map(|(request, need)| Finished {
+                        request,
+                        at: (t + used + need * step_s).min(end),
+                    }));
+                    r
+                }
+            };
             produced += made;
             self.kv_tokens = (self.kv_tokens + kv_delta).max(0.0);
         }
@@ -301,5 +364,46 @@ impl SimReplica {
                 ..Counters::default()
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reporting_the_finished_changes_nothing_else() {
+        let hw = Hardware::new(GpuModel {
+            max_batch: 3,
+            ..GpuModel::default()
+        });
+        let (mut plain, mut told) = (
+            SimReplica::new(0, Phase::Ready),
+            SimReplica::new(1, Phase::Ready),
+        );
+        for (i, output) in [(0, 5), (1, 40), (2, 1), (3, 12)] {
+            plain.waiting.push_back((i, 300, output));
+            told.waiting.push_back((i, 300, output));
+        }
+        let (mut a, mut b, mut done) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..100 {
+            let t = f64::from(k) * 0.05;
+            plain.step(&hw, t, 0.05, |_| 0.0, &mut a);
+            told.step_reporting(&hw, t, 0.05, |_| 0.0, &mut b, &mut done);
+            assert!(told
+                .decoding_progress()
+                .all(|(_, made)| (1.0..40.0).contains(&made)));
+        }
+        assert_eq!(a, b);
+        assert_eq!(plain.generation_tokens, told.generation_tokens);
+        assert_eq!(plain.kv_tokens, told.kv_tokens);
+        let mut order: Vec<u32> = done.iter().map(|f| f.request).collect();
+        order.sort_unstable();
+        assert_eq!(order, [0, 1, 2, 3]);
+        for f in &done {
+            let first = b.iter().find(|e| e.request == f.request).map(|e| e.at);
+            assert!(first.is_some_and(|at| at <= f.at), "{f:?}");
+        }
+        assert_eq!(told.outstanding(), 0);
     }
 }
