@@ -37,6 +37,7 @@
 pub mod activator;
 pub mod cli;
 pub mod counts;
+pub mod demo;
 pub mod edge;
 pub mod emulate;
 pub mod limits;

@@ -6,6 +6,7 @@
 mod activator;
 mod checks;
 mod decide;
+mod demo;
 mod emulate;
 mod gpu;
 mod kube;
@@ -47,6 +48,8 @@ pub enum Command {
     Load(Box<load::Args>),
     /// Serve an OpenAI-compatible model server on CPU, timed by the GPU replica model.
     Emulate(Box<emulate::Args>),
+    /// The whole loop on this machine: emulated replicas, the activator, serve, KEDA and its HPA.
+    Demo(Box<demo::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -83,6 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Activator(args) => runtime()?.block_on(activator::run(*args)),
         Command::Load(args) => runtime()?.block_on(load::run(*args)),
         Command::Emulate(args) => runtime()?.block_on(emulate::run(*args)),
+        Command::Demo(args) => runtime()?.block_on(demo::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }

@@ -45,6 +45,7 @@ impl State {
 /// A running emulated server.
 pub struct Emulator {
     addr: SocketAddr,
+    stats: Arc<Mutex<Stats>>,
     clock: Clock,
     cold_start_s: f64,
     stop: Option<oneshot::Sender<()>>,
@@ -55,6 +56,11 @@ pub struct Emulator {
 impl Emulator {
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Requests in the batch and waiting for it, as `/metrics` last showed them.
+    pub fn load(&self) -> (usize, usize) {
+        self.stats.lock().map_or((0, 0), |s| (s.running, s.waiting))
     }
 
     /// Whether the cold start has passed.
@@ -105,7 +111,7 @@ pub async fn spawn(listener: TcpListener, cfg: EmulateConfig) -> anyhow::Result<
         cfg,
         clock,
         submissions,
-        stats,
+        stats: stats.clone(),
         ids: AtomicU64::new(0),
     });
     let (stop, stopped) = oneshot::channel();
@@ -113,6 +119,7 @@ pub async fn spawn(listener: TcpListener, cfg: EmulateConfig) -> anyhow::Result<
     tracing::info!(%addr, "emulated model server listening");
     Ok(Emulator {
         addr,
+        stats,
         clock,
         cold_start_s,
         stop: Some(stop),

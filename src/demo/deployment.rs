@@ -1,0 +1,221 @@
+//! The demo's Deployment: `emulate` replicas whose count KEDA and the HPA change, each new one
+//! paying the cold start, each removed one draining what it holds.
+//!
+//! Pods live on fixed loopback slots (127.0.0.2, 127.0.0.3, ... on one port), as pods of one
+//! Deployment share a port on different IPs. A pod ordered now binds its slot only when its cold
+//! start is over: until then nothing listens there, so `serve` (which scrapes every slot) finds
+//! no replica, as it would not scrape a pod that is not Ready. Removal follows the simulator:
+//! pods still starting go first (newest first), then the ready ones with the fewest requests,
+//! which leave the Service at once and stop when the last request they hold ends. Every pod
+//! that exists is billed, starting and draining ones included.
+
+use super::service::{Backend, Endpoints};
+use crate::emulate::{self, EmulateConfig, Emulator};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+enum Phase {
+    /// Loading; Ready at this simulated time.
+    Starting {
+        ready_at: f64,
+    },
+    Ready,
+    Draining,
+}
+
+struct Pod {
+    slot: usize,
+    phase: Phase,
+    emulator: Option<Emulator>,
+    backend: Option<Arc<Backend>>,
+}
+
+/// The pods of the emulated Deployment and what they cost.
+pub struct Deployment {
+    slots: Vec<SocketAddr>,
+    pods: Vec<Pod>,
+    endpoints: Arc<Endpoints>,
+    emulate: EmulateConfig,
+    cold_start_s: f64,
+    /// Simulated replica-seconds billed so far.
+    pub replica_seconds: f64,
+    /// Changes of the desired count, and the most pods at once.
+    pub scale_events: u32,
+    pub peak: u32,
+    billed_to: f64,
+}
+
+/// The slot addresses for `max` pods on `port`.
+pub fn slots(max: u32, port: u16) -> Vec<SocketAddr> {
+    (0..max)
+        .map(|i| {
+            let last = 2 + (i % 250) as u8;
+            let second = (i / 250) as u8;
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, second, last)), port)
+        })
+        .collect()
+}
+
+impl Deployment {
+    pub fn new(
+        slots: Vec<SocketAddr>,
+        endpoints: Arc<Endpoints>,
+        emulate: EmulateConfig,
+        cold_start_s: f64,
+    ) -> Deployment {
+        Deployment {
+            slots,
+            pods: Vec::new(),
+            endpoints,
+            emulate,
+            cold_start_s,
+            replica_seconds: 0.0,
+            scale_events: 0,
+            peak: 0,
+            billed_to: 0.0,
+        }
+    }
+
+    /// Pods that count toward `spec.replicas`: starting or ready.
+    pub fn current(&self) -> u32 {
+        self.pods
+            .iter()
+            .filter(|p| !matches!(p.phase, Phase::Draining))
+            .count() as u32
+    }
+
+    pub fn ready(&self) -> u32 {
+        self.pods
+            .iter()
+            .filter(|p| matches!(p.phase, Phase::Ready))
+            .count() as u32
+    }
+
+    pub fn starting(&self) -> u32 {
+        self.pods
+            .iter()
+            .filter(|p| matches!(p.phase, Phase::Starting { .. }))
+            .count() as u32
+    }
+
+    /// Requests running and waiting on the pods that serve.
+    pub fn load(&self) -> (usize, usize) {
+        self.pods
+            .iter()
+            .filter_map(|p| p.emulator.as_ref())
+            .map(Emulator::load)
+            .fold((0, 0), |(r, w), (a, b)| (r + a, w + b))
+    }
+
+    /// Every pod that exists (billed).
+    pub fn billed(&self) -> u32 {
+        self.pods.len() as u32
+    }
+
+    /// Sets `spec.replicas` at simulated time `now` (capped by the slots).
+    pub fn scale(&mut self, desired: u32, now: f64) {
+        let current = self.current();
+        if desired == current {
+            return;
+        }
+        self.scale_events += 1;
+        if desired > current {
+            for _ in current..desired {
+                let Some(slot) =
+                    (0..self.slots.len()).find(|s| self.pods.iter().all(|p| p.slot != *s))
+                else {
+                    break;
+                };
+                self.pods.push(Pod {
+                    slot,
+                    phase: Phase::Starting {
+                        ready_at: now + self.cold_start_s,
+                    },
+                    emulator: None,
+                    backend: None,
+                });
+            }
+        } else {
+            for _ in desired..current {
+                self.remove_one();
+            }
+        }
+        self.peak = self.peak.max(self.billed());
+    }
+
+    fn remove_one(&mut self) {
+        // The newest pod still starting simply stops.
+        if let Some(i) = self
+            .pods
+            .iter()
+            .rposition(|p| matches!(p.phase, Phase::Starting { .. }))
+        {
+            self.pods.remove(i);
+            return;
+        }
+        let victim = self
+            .pods
+            .iter_mut()
+            .filter(|p| matches!(p.phase, Phase::Ready))
+            .min_by_key(|p| p.backend.as_ref().map_or(0, |b| b.outstanding()));
+        if let Some(p) = victim {
+            p.phase = Phase::Draining;
+            if let Some(b) = &p.backend {
+                self.endpoints.remove(b.addr);
+            }
+        }
+    }
+
+    /// At simulated time `now`: bills the time since the last tick, starts the pods whose cold
+    /// start is over (an error names the slot that could not be bound), stops drained ones.
+    pub async fn tick(&mut self, now: f64) -> anyhow::Result<()> {
+        let dt = (now - self.billed_to).max(0.0);
+        self.replica_seconds += dt * f64::from(self.billed());
+        self.billed_to = now;
+        for pod in &mut self.pods {
+            if let Phase::Starting { ready_at } = pod.phase {
+                if ready_at <= now {
+                    let addr = self.slots[pod.slot];
+                    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                        anyhow::anyhow!("pod slot {addr}: cannot listen ({e}); is the port free?")
+                    })?;
+                    let emulator = emulate::spawn(listener, self.emulate.clone()).await?;
+                    let backend = Backend::new(addr);
+                    self.endpoints.add(backend.clone());
+                    pod.backend = Some(backend);
+                    pod.emulator = Some(emulator);
+                    pod.phase = Phase::Ready;
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.pods.len() {
+            let drained = matches!(self.pods[i].phase, Phase::Draining)
+                && self.pods[i]
+                    .backend
+                    .as_ref()
+                    .is_none_or(|b| b.outstanding() == 0);
+            if drained {
+                let pod = self.pods.remove(i);
+                if let Some(e) = pod.emulator {
+                    e.stop().await;
+                }
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every pod.
+    pub async fn shutdown(&mut self) {
+        for pod in self.pods.drain(..) {
+            if let Some(b) = &pod.backend {
+                self.endpoints.remove(b.addr);
+            }
+            if let Some(e) = pod.emulator {
+                e.stop().await;
+            }
+        }
+    }
+}

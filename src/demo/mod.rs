@@ -1,0 +1,320 @@
+//! `infscale demo`: the whole loop on one machine, on loopback, over real sockets.
+//!
+//! A Deployment of `emulate` replicas ([`deployment`]) behind a Service ([`service`]), the real
+//! activator in front of it, the real `serve` scraping the replicas and following the activator,
+//! a driver that acts as KEDA and its HPA over gRPC ([`driver`]), and real HTTP clients replaying
+//! the scenario through the activator ([`clients`]), all on a compressed clock ([`clock`]). The
+//! report is the simulator's own summary over what the clients saw and what the Deployment
+//! billed, beside the simulator's run of the same scenario, seed and policy.
+
+pub mod clients;
+pub mod clock;
+pub mod deployment;
+pub mod driver;
+pub mod service;
+
+use crate::activator::routes::RouteSpec;
+use crate::emulate::{Dialect, EmulateConfig};
+use crate::scaling::policy::Forecast;
+use crate::scaling::Policy;
+use crate::serve::proto::ScaledObjectRef;
+use crate::sim::gpu::GpuModel;
+use crate::sim::replica::Hardware;
+use crate::sim::report::{summarize, Summary};
+use crate::sim::run::{run as simulate, Run, Settings};
+use crate::sim::trace::{Scenario, Trace};
+use clock::SimClock;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    pub scenario: Scenario,
+    /// Simulated seconds per wall second.
+    pub speed: f64,
+    pub policy: Policy,
+    /// The policy as the user wrote it, for the report.
+    pub label: String,
+    pub gpu: GpuModel,
+    pub dialect: Dialect,
+    pub slo_ttft_s: f64,
+    /// The SVG timeline's path, if any.
+    pub svg: Option<std::path::PathBuf>,
+}
+
+/// The demo's summary beside the simulator's.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DemoReport {
+    pub demo: Summary,
+    pub lost: usize,
+    /// Lost requests by why.
+    pub lost_by: std::collections::BTreeMap<String, usize>,
+    pub min_replicas_seen: u32,
+    pub held_after_zero: usize,
+    pub simulated: Summary,
+    #[serde(skip)]
+    pub timeline: Vec<crate::sim::run::TimelineEntry>,
+}
+
+/// The trigger metadata for `policy`, its times in wall seconds at `speed`.
+fn metadata(policy: &Policy, admin: SocketAddr, speed: f64) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    let mut put = |k: &str, v: String| {
+        m.insert(k.to_owned(), v);
+    };
+    put("deployment", "model".into());
+    put("metric", policy.metric.name().into());
+    put("threshold", policy.target.to_string());
+    put("activationThreshold", policy.activation.to_string());
+    put("activatorUrl", format!("http://{admin}"));
+    put("activatorHost", "model".into());
+    put("scrapeIntervalSeconds", (5.0 / speed).to_string());
+    put("scrapeTimeoutSeconds", (2.0 / speed).max(0.2).to_string());
+    if policy.lookahead_s > 0.0 {
+        put("lookaheadSeconds", (policy.lookahead_s / speed).to_string());
+    }
+    put("trendSeconds", (policy.trend_window_s / speed).to_string());
+    if policy.forecast != Forecast::Trend {
+        put("forecast", policy.forecast.name().into());
+    }
+    if policy.slo_s > 0.0 {
+        put("sloSeconds", (policy.slo_s / speed).to_string());
+    }
+    if policy.guard {
+        put("scaleDownGuard", "true".into());
+    }
+    if policy.credit {
+        put("creditStarting", "true".into());
+    }
+    m
+}
+
+/// A free port on 127.0.0.2 for the pod slots (bound, then let go).
+fn slot_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.2:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Runs the demo; `live` gets one line per HPA period.
+pub async fn run(
+    cfg: DemoConfig,
+    live: impl Fn(String) + Send + 'static,
+) -> anyhow::Result<DemoReport> {
+    let trace = cfg.scenario.generate()?;
+    let speed = cfg.speed;
+    let cold_start = cfg.gpu.cold_start_s();
+    // The Service and the Deployment.
+    let endpoints = Arc::new(service::Endpoints::default());
+    let svc_addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let svc_task = tokio::spawn(service::serve(svc_addr, endpoints.clone()));
+    let port = slot_port()?;
+    let slots = deployment::slots(cfg.policy.max, port);
+    let emulate = EmulateConfig {
+        gpu: cfg.gpu.clone(),
+        dialect: cfg.dialect,
+        speed,
+        cold_start_s: 0.0,
+        model: "model".into(),
+        dt_s: 0.05,
+        ..EmulateConfig::default()
+    };
+    let mut deployment =
+        deployment::Deployment::new(slots.clone(), endpoints.clone(), emulate, cold_start);
+    // The activator in front of the Service.
+    let route = RouteSpec {
+        health_path: Some("/health".into()),
+        max_held: 100_000,
+        hold_timeout_seconds: 300.0 / speed,
+        counts_host: Some("model".into()),
+        ..RouteSpec::to_upstream(&format!("http://{svc_addr}"))
+    }
+    .check(0, "demo")?;
+    let act = crate::activator::server::bind(crate::activator::server::Config {
+        listen: "127.0.0.1:0".parse()?,
+        admin_listen: "127.0.0.1:0".parse()?,
+        routes: vec![route],
+        kube_api: None,
+        limits: crate::activator::limits::Limits::default(),
+    })
+    .await?;
+    let (proxy, admin) = (act.proxy_addr()?, act.admin_addr()?);
+    let act_task = tokio::spawn(act.run(std::future::pending()));
+    // The scaler, scraping every pod slot and following the activator.
+    let urls = slots
+        .iter()
+        .map(|s| format!("http://{s}/metrics"))
+        .collect();
+    let scaler = crate::serve::server::bind(crate::serve::server::Config {
+        listen: "127.0.0.1:0".parse()?,
+        metrics_listen: None,
+        tls: None,
+        statics: HashMap::from([("model".to_owned(), urls)]),
+        allowed_activators: vec![format!("http://{admin}")],
+        kube_api: None,
+        use_kube: false,
+        scrape_via: None,
+        limits: crate::serve::limits::Limits::default(),
+    })
+    .await?;
+    let grpc = scaler.grpc_addr()?;
+    let scaler_task = tokio::spawn(scaler.run(std::future::pending()));
+    let so = ScaledObjectRef {
+        name: "model".into(),
+        namespace: "demo".into(),
+        scaler_metadata: metadata(&cfg.policy, admin, speed),
+    };
+    // One replica ready at the start, as the simulator's runs begin.
+    deployment.scale(cfg.policy.min.max(1), -cold_start);
+    deployment.scale_events = 0;
+    deployment.tick(0.0).await?;
+    let mut driver =
+        driver::Driver::connect(format!("http://{grpc}"), so, cfg.policy.clone()).await?;
+    let clock = SimClock::new(speed);
+    let outcomes: clients::Outcomes = Arc::new(Mutex::new(vec![
+        clients::Outcome::default();
+        trace.requests.len()
+    ]));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let replay = tokio::spawn(clients::replay(
+        trace.requests.clone(),
+        proxy,
+        "model".into(),
+        clock,
+        endpoints.clone(),
+        outcomes.clone(),
+        in_flight.clone(),
+    ));
+    let tick = clock.wall(0.25).max(Duration::from_millis(5));
+    let admin_client = reqwest::Client::new();
+    let mut next_line = 0.0;
+    let mut shown = 0;
+    loop {
+        let now = clock.now();
+        deployment.tick(now).await?;
+        let flight = in_flight.load(Ordering::Relaxed) as u32;
+        driver.step(&mut deployment, &clock, flight).await;
+        if now >= next_line {
+            next_line = now + driver::HPA_PERIOD_S;
+            let rate = trace
+                .requests
+                .iter()
+                .filter(|r| r.arrival <= now && r.arrival > now - 15.0)
+                .count() as f64
+                / 15.0;
+            let (running, waiting) = deployment.load();
+            let held = held_now(&admin_client, admin).await;
+            let mut line = format!(
+                "{:>6.0}s  {:>5.1} req/s  ready {:>2}  starting {:>2}  running {:>4}  waiting {:>4}  held {:>4}  value {:>8}",
+                now,
+                rate,
+                deployment.ready(),
+                deployment.starting(),
+                running,
+                waiting,
+                held.map_or("?".to_owned(), |h| h.to_string()),
+                driver.latest.value.map_or("-".to_owned(), |v| format!("{v:.1}")),
+            );
+            for e in &driver.record.timeline[shown..] {
+                line.push_str(&format!("  | {} {} -> {} ({})", e.by, e.from, e.to, e.why));
+            }
+            shown = driver.record.timeline.len();
+            live(line);
+        }
+        if now >= trace.duration && replay.is_finished() {
+            break;
+        }
+        tokio::time::sleep(tick).await;
+    }
+    let _ = replay.await;
+    deployment.tick(clock.now()).await?;
+    deployment.shutdown().await;
+    svc_task.abort();
+    act_task.abort();
+    scaler_task.abort();
+    let outcomes = outcomes.lock().map(|o| o.clone()).unwrap_or_default();
+    report(&cfg, &trace, outcomes, deployment, driver.record)
+}
+
+/// Requests held at the activator now, from its `/queue` (the count `serve` follows).
+async fn held_now(client: &reqwest::Client, admin: SocketAddr) -> Option<u64> {
+    let counts: crate::counts::QueueCounts = client
+        .get(format!("http://{admin}/queue"))
+        .timeout(Duration::from_millis(500))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    Some(counts.values().map(|c| c.held.unwrap_or(0)).sum())
+}
+
+fn report(
+    cfg: &DemoConfig,
+    trace: &Trace,
+    outcomes: Vec<clients::Outcome>,
+    deployment: deployment::Deployment,
+    record: driver::Record,
+) -> anyhow::Result<DemoReport> {
+    let mut lost_by = std::collections::BTreeMap::new();
+    for why in outcomes.iter().filter_map(|o| o.lost.as_ref()) {
+        *lost_by.entry(why.clone()).or_insert(0) += 1;
+    }
+    let lost = lost_by.values().sum();
+    let held_after_zero = outcomes
+        .iter()
+        .filter(|o| o.at_zero && o.lost.is_none())
+        .count();
+    let label = format!("demo {}", cfg.label);
+    let demo_run = Run {
+        outcomes: outcomes.iter().map(|o| o.outcome).collect(),
+        replica_seconds: deployment.replica_seconds,
+        scale_events: deployment.scale_events,
+        peak: deployment.peak,
+        timeline: record.timeline.clone(),
+        series: record.series.clone(),
+    };
+    let settings = Settings {
+        slo_ttft_s: cfg.slo_ttft_s,
+        series_every_s: 15.0,
+        ..Settings::default()
+    };
+    let sim_run = simulate(
+        trace,
+        &Hardware::new(cfg.gpu.clone()),
+        &cfg.policy,
+        &settings,
+    );
+    let demo = summarize(&label, &demo_run, cfg.slo_ttft_s);
+    let simulated = summarize(
+        &format!("simulated {}", cfg.label),
+        &sim_run,
+        cfg.slo_ttft_s,
+    );
+    if let Some(path) = &cfg.svg {
+        let panels = [
+            crate::sim::plot::Panel {
+                policy: &demo.policy,
+                run: &demo_run,
+            },
+            crate::sim::plot::Panel {
+                policy: &simulated.policy,
+                run: &sim_run,
+            },
+        ];
+        crate::sim::plot::svg(path, trace, &panels, cfg.slo_ttft_s).map_err(anyhow::Error::msg)?;
+    }
+    Ok(DemoReport {
+        demo,
+        lost,
+        lost_by,
+        min_replicas_seen: record.min_replicas_seen.unwrap_or(0),
+        held_after_zero,
+        simulated,
+        timeline: record.timeline,
+    })
+}
