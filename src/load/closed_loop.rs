@@ -6,7 +6,7 @@ use super::config::Limits;
 use super::outcome::ErrorKind;
 use super::recorder::Recorder;
 use super::request::Template;
-use super::response::send;
+use super::response::send_timed;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,17 +30,7 @@ pub async fn run(
             let mut recorder = Recorder::default();
             while Instant::now() < deadline {
                 let body = template.body(next.fetch_add(1, Ordering::Relaxed));
-                let sent = send(
-                    &client,
-                    &template.endpoint,
-                    body,
-                    template.stream(),
-                    &limits,
-                );
-                let outcome = match tokio::time::timeout(limits.timeout, sent).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => Err(ErrorKind::Timeout),
-                };
+                let outcome = send_timed(&client, &template, body, &limits).await;
                 let refused = outcome == Err(ErrorKind::Connect);
                 recorder.record(outcome);
                 if refused {

@@ -10,7 +10,7 @@ use super::config::Limits;
 use super::outcome::ErrorKind;
 use super::recorder::Recorder;
 use super::request::Template;
-use super::response::send;
+use super::response::send_timed;
 use crate::sim::rng::Rng;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,17 +51,7 @@ pub async fn run(
         let (client, template, recorder) = (client.clone(), template.clone(), recorder.clone());
         tokio::spawn(async move {
             let body = template.body(index as u64);
-            let sent = send(
-                &client,
-                &template.endpoint,
-                body,
-                template.stream(),
-                &limits,
-            );
-            let outcome = match tokio::time::timeout(limits.timeout, sent).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(ErrorKind::Timeout),
-            };
+            let outcome = send_timed(&client, &template, body, &limits).await;
             recorder
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

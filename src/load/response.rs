@@ -207,6 +207,20 @@ pub fn whole(body: &[u8], at: f64) -> Outcome {
     })
 }
 
+/// [`send`] the template's request, the whole exchange bounded by `limits.timeout` (past it,
+/// [`ErrorKind::Timeout`]).
+pub async fn send_timed(
+    client: &reqwest::Client,
+    template: &super::request::Template,
+    body: Vec<u8>,
+    limits: &Limits,
+) -> Outcome {
+    let sent = send(client, &template.endpoint, body, template.stream(), limits);
+    tokio::time::timeout(limits.timeout, sent)
+        .await
+        .unwrap_or(Err(ErrorKind::Timeout))
+}
+
 /// Sends `body` to `endpoint` and reads the answer, streamed or whole; every failure is an
 /// [`ErrorKind`]. The client's own timeout bounds the whole exchange.
 pub async fn send(
