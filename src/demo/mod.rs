@@ -15,7 +15,6 @@ pub mod service;
 
 use crate::activator::routes::RouteSpec;
 use crate::emulate::{Dialect, EmulateConfig};
-use crate::scaling::policy::Forecast;
 use crate::scaling::Policy;
 use crate::serve::proto::ScaledObjectRef;
 use crate::sim::gpu::GpuModel;
@@ -60,36 +59,35 @@ pub struct DemoReport {
     pub timeline: Vec<crate::sim::run::TimelineEntry>,
 }
 
-/// The trigger metadata for `policy`, its times in wall seconds at `speed`.
-fn metadata(policy: &Policy, admin: SocketAddr, speed: f64) -> HashMap<String, String> {
-    let mut m = HashMap::new();
-    let mut put = |k: &str, v: String| {
-        m.insert(k.to_owned(), v);
-    };
-    put("deployment", "model".into());
-    put("metric", policy.metric.name().into());
-    put("threshold", policy.target.to_string());
-    put("activationThreshold", policy.activation.to_string());
-    put("activatorUrl", format!("http://{admin}"));
-    put("activatorHost", "model".into());
-    put("scrapeIntervalSeconds", (5.0 / speed).to_string());
-    put("scrapeTimeoutSeconds", (2.0 / speed).max(0.2).to_string());
-    if policy.lookahead_s > 0.0 {
-        put("lookaheadSeconds", (policy.lookahead_s / speed).to_string());
-    }
-    put("trendSeconds", (policy.trend_window_s / speed).to_string());
-    if policy.forecast != Forecast::Trend {
-        put("forecast", policy.forecast.name().into());
-    }
-    if policy.slo_s > 0.0 {
-        put("sloSeconds", (policy.slo_s / speed).to_string());
-    }
-    if policy.guard {
-        put("scaleDownGuard", "true".into());
-    }
-    if policy.credit {
-        put("creditStarting", "true".into());
-    }
+/// The trigger metadata for `policy`, as a ScaledObject carries it, with its times in wall
+/// seconds at `speed` (`serve` runs on the wall clock), plus where the pods and the activator are.
+fn metadata(
+    policy: &Policy,
+    cold_start_s: f64,
+    admin: SocketAddr,
+    speed: f64,
+) -> HashMap<String, String> {
+    let mut wall = policy.clone();
+    wall.lookahead_s /= speed;
+    wall.trend_window_s /= speed;
+    wall.slo_s /= speed;
+    let mut m: HashMap<String, String> =
+        crate::scaling::scaled_object::trigger_metadata(&wall, cold_start_s / speed)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+    m.insert(
+        "trendSeconds".into(),
+        crate::scaling::demand::fmt(wall.trend_window_s),
+    );
+    m.insert("deployment".into(), "model".into());
+    m.insert("activatorUrl".into(), format!("http://{admin}"));
+    m.insert("activatorHost".into(), "model".into());
+    m.insert("scrapeIntervalSeconds".into(), (5.0 / speed).to_string());
+    m.insert(
+        "scrapeTimeoutSeconds".into(),
+        (2.0 / speed).max(0.2).to_string(),
+    );
     m
 }
 
@@ -165,7 +163,7 @@ pub async fn run(
     let so = ScaledObjectRef {
         name: "model".into(),
         namespace: "demo".into(),
-        scaler_metadata: metadata(&cfg.policy, admin, speed),
+        scaler_metadata: metadata(&cfg.policy, cold_start, admin, speed),
     };
     // One replica ready at the start, as the simulator's runs begin.
     deployment.scale(cfg.policy.min.max(1), -cold_start);

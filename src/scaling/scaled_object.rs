@@ -72,8 +72,9 @@ fn rules_yaml(
     }
 }
 
-/// The trigger metadata a policy puts in the ScaledObject, by metadata name.
-fn trigger_metadata(policy: &Policy, target: &Placement) -> Vec<(&'static str, String)> {
+/// The trigger metadata a policy puts in the ScaledObject, by metadata name (`coldStartSeconds`
+/// beside a lookahead).
+pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     for key in keys::KEYS {
         let Some(name) = key.metadata() else { continue };
@@ -94,7 +95,7 @@ fn trigger_metadata(policy: &Policy, target: &Placement) -> Vec<(&'static str, S
         out.push((name, value));
     }
     if policy.lookahead_s > 0.0 {
-        out.push(("coldStartSeconds", num(target.cold_start_s)));
+        out.push(("coldStartSeconds", num(cold_start_s)));
     }
     out
 }
@@ -132,7 +133,7 @@ pub fn render(policy: &Policy, target: &Placement) -> String {
     let _ = writeln!(out, "      metadata:");
     let _ = writeln!(out, "        scalerAddress: {}", target.scaler_address);
     let _ = writeln!(out, "        deployment: {}", target.name);
-    for (name, value) in trigger_metadata(policy, target) {
+    for (name, value) in trigger_metadata(policy, target.cold_start_s) {
         let _ = writeln!(out, "        {name}: \"{value}\"");
     }
     if let Some(url) = &target.activator_url {
