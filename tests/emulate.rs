@@ -341,6 +341,41 @@ async fn answers_in_openai_shape() {
 }
 
 #[tokio::test]
+async fn a_stream_interval_sends_every_token_in_fewer_writes() {
+    // Steps short enough that each gives about one token.
+    let e = start(EmulateConfig {
+        speed: 5.0,
+        dt_s: 0.005,
+        stream_interval: 20,
+        ..EmulateConfig::default()
+    })
+    .await;
+    let mut r = client()
+        .post(format!("http://{}/v1/completions", e.addr()))
+        .json(&json!({"prompt": "a b c", "max_tokens": 100, "stream": true}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+    let (mut text, mut reads) = (String::new(), 0);
+    while let Some(bytes) = r.chunk().await.expect("a chunk") {
+        reads += 1;
+        text.push_str(&String::from_utf8_lossy(&bytes));
+    }
+    let tokens: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+        .filter_map(|c| c["choices"][0]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(tokens.split_whitespace().count(), 100, "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    // The first token alone, then one write per 20 tokens, then the end: not one per token.
+    assert!(reads <= 12, "{reads} reads for 100 tokens");
+    e.stop().await;
+}
+
+#[tokio::test]
 async fn bad_requests_are_named_and_bounded() {
     let e = start(EmulateConfig {
         gpu: GpuModel {

@@ -27,6 +27,10 @@ pub struct Args {
     /// The engine's step, simulated seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.05)]
     pub step: f64,
+    /// Output tokens gathered before a streamed answer sends them, as vLLM's and SGLang's
+    /// --stream-interval (the first and the last token go at once).
+    #[arg(long, value_name = "TOKENS", default_value_t = 1)]
+    pub stream_interval: u32,
     /// Generation requests in flight before new ones are answered 503.
     #[arg(long, default_value_t = Limits::default().max_in_flight)]
     pub max_in_flight: usize,
@@ -53,6 +57,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         cold_start_s: args.cold_start,
         model: args.model,
         dt_s: args.step,
+        stream_interval: args.stream_interval,
         limits: Limits {
             max_in_flight: args.max_in_flight,
             max_model_len: args.max_model_len,

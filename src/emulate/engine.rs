@@ -118,6 +118,8 @@ pub struct Engine {
     stats: Stats,
     first: Vec<FirstToken>,
     finished: Vec<Finished>,
+    /// Handlers are woken at the first token, every this many tokens after, and at the end.
+    notify_every: u32,
 }
 
 impl Engine {
@@ -137,7 +139,15 @@ impl Engine {
             },
             first: Vec::new(),
             finished: Vec::new(),
+            notify_every: 1,
         }
+    }
+
+    /// Wakes a request's handler only at its first token, every `tokens` tokens after and at its
+    /// end (vLLM's and SGLang's `--stream-interval`); the progress it reads is always current.
+    pub fn with_stream_interval(mut self, tokens: u32) -> Engine {
+        self.notify_every = tokens.max(1);
+        self
     }
 
     pub fn stats(&self) -> &Stats {
@@ -263,15 +273,18 @@ impl Engine {
 
     /// Tells each handler what its request gained in the step just served.
     fn publish(&mut self) {
+        let every = self.notify_every;
         let tell = |p: &Pending, tokens: u32, done: bool| {
             p.progress.send_if_modified(|now| {
                 let next = Progress {
                     tokens: tokens.max(now.tokens).min(p.output),
                     done,
                 };
-                let changed = next != *now;
+                let wake = next.done != now.done
+                    || (now.tokens == 0 && next.tokens > 0)
+                    || next.tokens / every > now.tokens / every;
                 *now = next;
-                changed
+                wake
             });
         };
         for e in &self.first {
@@ -414,5 +427,35 @@ mod tests {
         }
         assert_eq!(last, 100);
         assert!(growing > 5, "{growing} steps gained tokens");
+    }
+
+    #[test]
+    fn a_stream_interval_wakes_the_handler_at_the_first_token_every_interval_and_the_end() {
+        let mut e = Engine::new(small(), 0.05, 1.0).with_stream_interval(20);
+        let mut rx = submit(&mut e, 0.0, 10, 100);
+        let mut seen = Vec::new();
+        for k in 1..=400 {
+            e.advance_to(f64::from(k) * 0.05);
+            match rx.has_changed() {
+                Ok(true) => seen.push(*rx.borrow_and_update()),
+                Ok(false) => {}
+                // The engine let go of the request: its last value is the end.
+                Err(_) => {
+                    seen.push(*rx.borrow_and_update());
+                    break;
+                }
+            }
+        }
+        let first = seen.first().copied().unwrap_or_default();
+        assert!(first.tokens >= 1 && first.tokens < 20, "{seen:?}");
+        assert!(
+            seen.last().is_some_and(|p| p.done && p.tokens == 100),
+            "{seen:?}"
+        );
+        // Between the first and the end, one wake per 20 tokens, each with the current count.
+        assert!(seen.len() <= 2 + 100 / 20, "{seen:?}");
+        for w in seen.windows(2) {
+            assert!(w[1].done || w[1].tokens / 20 > w[0].tokens / 20, "{seen:?}");
+        }
     }
 }

@@ -119,6 +119,9 @@ pub struct EmulateConfig {
     pub model: String,
     /// The engine's step, simulated seconds.
     pub dt_s: f64,
+    /// Output tokens gathered before a streamed answer sends them (vLLM's and SGLang's
+    /// `--stream-interval`); the first token and the last are sent at once whatever it is.
+    pub stream_interval: u32,
     pub limits: Limits,
 }
 
@@ -131,6 +134,7 @@ impl Default for EmulateConfig {
             cold_start_s: 0.0,
             model: "infscale-emulated".to_owned(),
             dt_s: 0.05,
+            stream_interval: 1,
             limits: Limits::default(),
         }
     }
@@ -161,6 +165,11 @@ impl EmulateConfig {
                 "cold start {} s must be a number >= 0",
                 self.cold_start_s
             )));
+        }
+        if self.stream_interval == 0 {
+            return Err(ConfigError(
+                "stream interval must be at least 1 token".to_owned(),
+            ));
         }
         if self.limits.max_in_flight == 0 || self.limits.max_model_len == 0 {
             return Err(ConfigError(
@@ -194,6 +203,11 @@ mod tests {
             ..EmulateConfig::default()
         };
         assert!(c.validate().unwrap_err().0.contains("speed"));
+        let c = EmulateConfig {
+            stream_interval: 0,
+            ..EmulateConfig::default()
+        };
+        assert!(c.validate().unwrap_err().0.contains("stream interval"));
         assert!(EmulateConfig::default().validate().is_ok());
     }
 }

@@ -238,13 +238,54 @@ pub struct Answer {
     pub prompt_tokens: u32,
 }
 
+/// One streamed chunk, as OpenAI's `*.chunk` objects.
+#[derive(serde::Serialize)]
+struct Chunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: &'a [Choice<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+}
+
+/// A chunk's choice: `text` for completions, `delta` for chat.
+#[derive(serde::Serialize)]
+struct Choice<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delta: Option<Delta<'a>>,
+    /// Always null.
+    logprobs: (),
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(serde::Serialize)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+}
+
+/// Token counts of an answer.
+#[derive(serde::Serialize)]
+struct Usage {
+    prompt_tokens: u32,
+    completion_tokens: u32,
+    total_tokens: u64,
+}
+
 impl Answer {
-    pub fn usage(&self, completion: u32) -> Value {
-        json!({
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": completion,
-            "total_tokens": u64::from(self.prompt_tokens) + u64::from(completion),
-        })
+    fn usage_counts(&self, completion: u32) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: completion,
+            total_tokens: u64::from(self.prompt_tokens) + u64::from(completion),
+        }
     }
 
     /// The whole answer of a finished request.
@@ -263,65 +304,85 @@ impl Answer {
         };
         json!({
             "id": self.id, "object": object, "created": self.created, "model": self.model,
-            "choices": [choice], "usage": self.usage(tokens),
+            "choices": [choice], "usage": self.usage_counts(tokens),
         })
         .to_string()
     }
 
-    fn chunk(&self, choices: Value, usage: Option<Value>) -> String {
-        let object = match self.endpoint {
+    fn object(&self) -> &'static str {
+        match self.endpoint {
             Endpoint::Completions => "text_completion",
             Endpoint::Chat => "chat.completion.chunk",
-        };
-        let mut v = json!({
-            "id": self.id, "object": object, "created": self.created, "model": self.model,
-            "choices": choices,
-        });
-        if let (Some(usage), Value::Object(map)) = (usage, &mut v) {
-            map.insert("usage".to_owned(), usage);
         }
-        format!("data: {v}\n\n")
+    }
+
+    /// Appends one `data:` event: a chunk with `choices` and, if any, `usage`. Written from
+    /// borrowed fields, since a streamed answer writes one per token.
+    fn chunk(&self, out: &mut Vec<u8>, choices: &[Choice<'_>], usage: Option<Usage>) {
+        let chunk = Chunk {
+            id: &self.id,
+            object: self.object(),
+            created: self.created,
+            model: &self.model,
+            choices,
+            usage,
+        };
+        out.extend_from_slice(b"data: ");
+        // Writing plain fields into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &chunk);
+        out.extend_from_slice(b"\n\n");
+    }
+
+    /// The choice carrying `piece`, the `index`-th token's text (None: no text, only the end).
+    fn choice<'a>(
+        &self,
+        index: u32,
+        piece: Option<&'a str>,
+        finish: Option<&'static str>,
+    ) -> Choice<'a> {
+        match self.endpoint {
+            Endpoint::Completions => Choice {
+                index: 0,
+                text: Some(piece.unwrap_or("")),
+                delta: None,
+                logprobs: (),
+                finish_reason: finish,
+            },
+            Endpoint::Chat => Choice {
+                index: 0,
+                text: None,
+                delta: Some(Delta {
+                    role: (index == 0 && piece.is_some()).then_some("assistant"),
+                    content: piece,
+                }),
+                logprobs: (),
+                finish_reason: finish,
+            },
+        }
     }
 
     /// Server-sent events for output tokens `from..to` (one event per token); `last` marks the
     /// final token with its finish reason.
     pub fn token_events(&self, from: u32, to: u32, last: bool) -> String {
-        let mut out = String::new();
+        let mut out = Vec::with_capacity(256 * (to.saturating_sub(from) as usize + 1));
         if last && from >= to {
             // Every token went out before the request was known to be done.
-            let choice = match self.endpoint {
-                Endpoint::Completions => {
-                    json!({"index": 0, "text": "", "logprobs": null, "finish_reason": "length"})
-                }
-                Endpoint::Chat => {
-                    json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": "length"})
-                }
-            };
-            out.push_str(&self.chunk(json!([choice]), None));
+            self.chunk(&mut out, &[self.choice(from, None, Some("length"))], None);
         }
         for i in from..to {
             let finish = (last && i + 1 == to).then_some("length");
-            let piece = text(i, i + 1);
-            let choice = match self.endpoint {
-                Endpoint::Completions => {
-                    json!({"index": 0, "text": piece, "logprobs": null, "finish_reason": finish})
-                }
-                Endpoint::Chat if i == 0 => json!({"index": 0,
-                    "delta": {"role": "assistant", "content": piece},
-                    "logprobs": null, "finish_reason": finish}),
-                Endpoint::Chat => json!({"index": 0, "delta": {"content": piece},
-                    "logprobs": null, "finish_reason": finish}),
-            };
-            out.push_str(&self.chunk(json!([choice]), None));
+            let piece = FILLER[i as usize % FILLER.len()];
+            self.chunk(&mut out, &[self.choice(i, Some(piece), finish)], None);
         }
-        out
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// The closing events: usage on a chunk without choices, then `[DONE]`.
     pub fn closing_events(&self, tokens: u32) -> String {
-        let mut out = self.chunk(json!([]), Some(self.usage(tokens)));
-        out.push_str("data: [DONE]\n\n");
-        out
+        let mut out = Vec::with_capacity(512);
+        self.chunk(&mut out, &[], Some(self.usage_counts(tokens)));
+        out.extend_from_slice(b"data: [DONE]\n\n");
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 

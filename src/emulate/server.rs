@@ -101,7 +101,8 @@ pub async fn spawn(listener: TcpListener, cfg: EmulateConfig) -> anyhow::Result<
         .local_addr()
         .context("the listener has no local address")?;
     let clock = Clock::new(cfg.speed);
-    let engine = Engine::new(cfg.gpu.clone(), cfg.dt_s, cfg.speed);
+    let engine =
+        Engine::new(cfg.gpu.clone(), cfg.dt_s, cfg.speed).with_stream_interval(cfg.stream_interval);
     let stats = Arc::new(Mutex::new(engine.stats().clone()));
     let (submissions, rx) = mpsc::unbounded_channel();
     let engine = tokio::spawn(engine.run(clock, rx, stats.clone()));
