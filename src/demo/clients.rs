@@ -93,8 +93,11 @@ pub async fn replay(
 ) {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
+    // Idle connections are let go well before the activator closes them (its header timeout,
+    // 20 s), so a request is never written on a connection the activator is closing.
     let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(1024)
+        .pool_idle_timeout(std::time::Duration::from_secs(10))
         .build(connector);
     let mut tasks = tokio::task::JoinSet::new();
     for (i, request) in requests.into_iter().enumerate() {
