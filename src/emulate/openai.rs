@@ -333,10 +333,11 @@ impl Answer {
         out.extend_from_slice(b"\n\n");
     }
 
-    /// The choice carrying `piece`, the `index`-th token's text (None: no text, only the end).
+    /// The choice carrying `piece`, the text of output token `token` (None: no text, only the
+    /// end).
     fn choice<'a>(
         &self,
-        index: u32,
+        token: u32,
         piece: Option<&'a str>,
         finish: Option<&'static str>,
     ) -> Choice<'a> {
@@ -352,7 +353,7 @@ impl Answer {
                 index: 0,
                 text: None,
                 delta: Some(Delta {
-                    role: (index == 0 && piece.is_some()).then_some("assistant"),
+                    role: (token == 0 && piece.is_some()).then_some("assistant"),
                     content: piece,
                 }),
                 logprobs: (),
