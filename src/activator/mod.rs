@@ -19,3 +19,4 @@ pub mod readiness;
 pub mod routes;
 pub mod server;
 pub mod telemetry;
+pub mod written;

@@ -14,6 +14,7 @@ use super::budget::{Budget, Reservation};
 use super::hold::{Admission, Release, RouteState, Turn};
 use super::limits::Limits;
 use super::telemetry::Telemetry;
+use super::written::SignallingConnector;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -34,7 +35,7 @@ pub struct Proxy {
     pub routes: Vec<Arc<RouteState>>,
     /// Each route's counters, in the order of `routes`.
     pub route_telemetry: Vec<super::telemetry::RouteTelemetry>,
-    pub client: Client<HttpConnector, UpstreamBody>,
+    pub client: Client<SignallingConnector<HttpConnector>, UpstreamBody>,
     pub telemetry: Arc<Telemetry>,
     pub limits: Limits,
     pub budget: Arc<Budget>,
@@ -90,14 +91,21 @@ fn answer(status: StatusCode, error: &str, retry_after: Option<u64>) -> Response
     r
 }
 
-/// A request body on its way upstream, saying when it has been handed over whole (its last
-/// frame taken, or the body dropped): the next request in turn may then send.
+/// A request body on its way upstream, saying when it is in the socket (its last frame taken
+/// and the connection's next write done, see [`super::written`]) or will never be (the body
+/// dropped): the next request in turn may then send.
 pub struct UpstreamBody {
     inner: Full<Bytes>,
     written: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl UpstreamBody {
+    fn taken_whole(&mut self) {
+        if let Some(tx) = self.written.take() {
+            super::written::park(tx);
+        }
+    }
+
     fn signal(&mut self) {
         if let Some(tx) = self.written.take() {
             let _ = tx.send(());
@@ -115,7 +123,7 @@ impl Body for UpstreamBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let frame = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(frame, Poll::Ready(None)) || self.inner.is_end_stream() {
-            self.signal();
+            self.taken_whole();
         }
         frame
     }

@@ -12,6 +12,7 @@ use super::proxy::Proxy;
 use super::readiness;
 use super::routes::Route;
 use super::telemetry::Telemetry;
+use super::written::SignallingConnector;
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::Empty;
@@ -116,11 +117,10 @@ impl Listening {
             tasks.push(task);
         }
         let telemetry = Arc::new(Telemetry::new().with_routes(&routes));
-        let client: Client<HttpConnector, super::proxy::UpstreamBody> =
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(limits.pool_idle)
-                .pool_max_idle_per_host(limits.pool_max_idle)
-                .build(http_connector(&limits));
+        let client: Client<_, super::proxy::UpstreamBody> = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(limits.pool_idle)
+            .pool_max_idle_per_host(limits.pool_max_idle)
+            .build(SignallingConnector(http_connector(&limits)));
         let proxy = Arc::new(Proxy {
             route_telemetry: routes
                 .iter()

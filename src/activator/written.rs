@@ -1,0 +1,139 @@
+//! When a released request's bytes are really in the upstream socket, not just in hyper's buffer.
+//!
+//! A release sends held requests in arrival order: each waits until every earlier one has been
+//! written upstream. hyper takes a request's last body frame into its write buffer and writes
+//! the buffer to the socket a moment later, in the same poll of the connection's task. Passing
+//! the turn on at the frame let the next request, on another connection, reach the socket first
+//! whenever the first task was preempted in that moment: a real llama-server behind a byte relay
+//! saw held requests 0 and 1 swapped in 2 of 6 runs on a busy 2-core machine
+//! (tests/llamacpp.rs).
+//!
+//! So the body parks its signal in a slot of the thread it was polled on ([`park`]), and the
+//! connection's socket wrapper ([`Signalling`]) fires what is parked there after its next write
+//! that moves bytes. Body polling and the write happen in one synchronous poll of one task, so the
+//! write that fires it is this request's own. If that poll stops short (the socket is full) and
+//! another connection writes on the thread first, the signal fires early, as it did before;
+//! if no write follows at all (the connection failed), the caller's response future ends the
+//! wait. A signal is never lost: a parked sender whose receiver is gone is simply dropped.
+
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use std::cell::RefCell;
+use std::future::Future;
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::oneshot::Sender;
+
+thread_local! {
+    static PARKED: RefCell<Vec<Sender<()>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Parks `written` until the next write to an upstream socket on this thread.
+pub fn park(written: Sender<()>) {
+    PARKED.with(|p| p.borrow_mut().push(written));
+}
+
+fn fire() {
+    let parked = PARKED.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    for tx in parked {
+        let _ = tx.send(());
+    }
+}
+
+/// A connector whose connections fire parked signals after each write.
+#[derive(Clone)]
+pub struct SignallingConnector<C>(pub C);
+
+impl<C> tower_service::Service<http::Uri> for SignallingConnector<C>
+where
+    C: tower_service::Service<http::Uri>,
+    C::Future: Send + 'static,
+{
+    type Response = Signalling<C::Response>;
+    type Error = C::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.0.call(uri);
+        Box::pin(async move { connecting.await.map(Signalling) })
+    }
+}
+
+/// An upstream socket that fires the signals parked on its thread once a write moved bytes.
+pub struct Signalling<T>(T);
+
+fn after_write(r: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+    if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+        fire();
+    }
+    r
+}
+
+impl<T: Write + Unpin> Write for Signalling<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        after_write(Pin::new(&mut self.0).poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        after_write(Pin::new(&mut self.0).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl<T: Read + Unpin> Read for Signalling<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<T: Connection> Connection for Signalling<T> {
+    fn connected(&self) -> Connected {
+        self.0.connected()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parked_signal_fires_on_the_next_write_on_its_thread() {
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        park(tx);
+        assert!(rx.try_recv().is_err(), "not before a write");
+        let _ = after_write(Poll::Ready(Ok(0)));
+        assert!(rx.try_recv().is_err(), "a write of nothing moved nothing");
+        let _ = after_write(Poll::Pending);
+        assert!(rx.try_recv().is_err());
+        let _ = after_write(Poll::Ready(Ok(10)));
+        assert!(rx.try_recv().is_ok());
+    }
+}
