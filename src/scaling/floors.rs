@@ -136,7 +136,9 @@ pub fn note_safe_rate(
 }
 
 /// The guard: no fewer ready replicas than the admitted rate over the highest safe rate per
-/// replica, and never more than are ready now (it only stops steps down).
+/// replica, and never more than are ready now (it only stops steps down). It holds with requests
+/// waiting too: skipping it then let one more waiting request order fewer replicas than the
+/// same reading without it.
 pub fn guard_floor(
     policy: &Policy,
     flow: &Flow,
@@ -147,7 +149,7 @@ pub fn guard_floor(
     let Some(safe) = safe_rate(memory) else {
         return value;
     };
-    if flow.ready == 0 || flow.waiting > 0.0 {
+    if flow.ready == 0 {
         return value;
     }
     let keep = ((flow.admitted_per_s / safe - 1e-9).ceil().max(1.0) as u32).min(flow.ready);
