@@ -5,6 +5,7 @@
 
 pub mod activator;
 pub mod http;
+pub mod kube_recorder;
 pub mod kubeapi;
 pub mod model;
 pub mod pods;
