@@ -10,6 +10,7 @@ pub mod kubeapi;
 pub mod model;
 pub mod pods;
 pub mod scaler;
+pub mod tls;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
