@@ -14,6 +14,8 @@ pub struct Call {
     pub method: String,
     pub path: String,
     pub query: String,
+    /// The Authorization header, if one came.
+    pub authorization: Option<String>,
 }
 
 impl Call {
@@ -92,6 +94,11 @@ pub fn recorder(llm_ip: &'static str, other_ip: &'static str, admin_port: u16) -
                 method: head.method.clone(),
                 path: path.to_owned(),
                 query: query.to_owned(),
+                authorization: head
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                    .map(|(_, v)| v.clone()),
             });
             let watch = query.contains("watch=true");
             let ns_of = |p: &str| p.split('/').nth(4).unwrap_or_default().to_owned();
