@@ -104,8 +104,8 @@ fn the_image_runs_as_a_non_root_user() {
     let last_stage = text.rsplit("\nFROM ").next().expect("a stage");
     let user = last_stage
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("USER "))
-        .last()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("USER "))
         .expect("the final stage sets USER");
     let uid: u32 = user
         .split(':')
