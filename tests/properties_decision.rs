@@ -1,6 +1,7 @@
 //! Properties of the decision over every policy key (forecast, guard, credit, slo, lookahead,
 //! windows and rate limits): more demand never orders fewer replicas, the count stays within
-//! [min, max], and the value `serve` would give KEDA is never NaN or infinite.
+//! [min, max], the value `serve` would give KEDA is never NaN or infinite, and a reading with an
+//! unreadable replica is never idle.
 //!
 //! A scaler's memory (trend, safe rates, the HPA's recommendations) is built from a random
 //! history of readings first; the compared readings then start from the same memory.
@@ -16,7 +17,7 @@
 mod props;
 
 use infscale::scaling::policy::Forecast;
-use infscale::scaling::{decide, evaluate, Policy, ScalerState};
+use infscale::scaling::{decide, evaluate, Activity, Policy, ScalerState};
 use props::{bump, bumped, observe, parse, policy_spec, reading, replicas, Bump, Reading};
 use proptest::prelude::*;
 
@@ -119,6 +120,32 @@ proptest! {
             current = d.desired;
             now += 15.0;
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// A ready replica that could not be read may be busy: the reading is never idle, its
+    /// value never zero, and the count never drops to zero on it.
+    #[test]
+    fn a_reading_with_an_unreadable_replica_is_never_idle(
+        spec in policy_spec(),
+        history in prop::collection::vec(reading(), 0..5),
+        start in 1u32..6,
+        r in reading(),
+        missing in 1u32..3,
+    ) {
+        let policy = parse(&spec);
+        let (mut state, current, now) = remember(&policy, &history, start.min(policy.max));
+        let r = Reading { missing, ..r };
+        let pods = replicas(&r.loads);
+        let obs = observe(now, current.max(1), &pods, &r);
+        let eval = evaluate(&policy, &obs, &mut state.clone());
+        prop_assert!(eval.activity != Activity::Idle, "{spec}: {r:?} idle: {:?}", eval.lines);
+        prop_assert!(eval.value != Some(0.0), "{spec}: {r:?} zero: {:?}", eval.lines);
+        let d = decide(&policy, &obs, &mut state);
+        prop_assert!(d.desired > 0, "{spec}: {r:?} to zero: {:?}", d.lines);
     }
 }
 
