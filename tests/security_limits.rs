@@ -2,7 +2,8 @@
 //! for. A pod's page past `max_page_bytes`, a pod's response head of thousands of headers, and a
 //! pod that drips its page past the scrape timeout are each an unread replica (never zero, never
 //! idle) and GetMetrics still answers within KEDA's 3 s; the activator answers a request head of
-//! a megabyte and a body past `max_body` with an error status, not a forward.
+//! a megabyte and a body past `max_body` with an error status, not a forward, and closes a head
+//! that never ends at its header timeout.
 
 mod common;
 
@@ -182,4 +183,43 @@ async fn the_activator_refuses_a_megabyte_head_and_a_body_past_its_limit() {
     );
     assert_eq!(answers.1, Some(413), "a 2 MiB body past the 1 MiB limit");
     assert_eq!(answers.2, Some(200), "an ordinary request after them");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_activator_closes_a_head_that_never_ends_after_its_header_timeout() {
+    let ready = Arc::new(AtomicBool::new(true));
+    let up = upstream(ready).await;
+    let a = activator_with(
+        up,
+        100,
+        30.0,
+        infscale::activator::limits::Limits {
+            header_timeout: Duration::from_secs(1),
+            ..common::model::limits()
+        },
+    )
+    .await;
+    let addr = a.proxy;
+    let closed_after = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(b"GET /seq HTTP/1.1\r\nhost: chat\r\nx-slow: ")
+            .expect("write");
+        s.set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("timeout");
+        let began = Instant::now();
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return began.elapsed(),
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .expect("client thread");
+    // Closed at the 1 s bound (generous above it for a busy machine), long before 15 s.
+    assert!(
+        closed_after >= Duration::from_millis(900) && closed_after < Duration::from_secs(5),
+        "a never-ending head was closed after {closed_after:?}"
+    );
 }
