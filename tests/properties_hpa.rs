@@ -101,3 +101,50 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// An HPA without `behavior`: up at most to max(2 x current, 4) per reconcile, and never
+    /// below the highest proposal of the controller's 300 s window on the way down.
+    #[test]
+    fn the_legacy_path_caps_scale_up_and_holds_the_window(
+        min in 1u32..4,
+        extra in 1u32..40,
+        start_extra in 0u32..20,
+        steps in steps(),
+    ) {
+        let max = min + extra;
+        let spec = format!("queue:10,min={min},max={max},legacy=true");
+        let policy = Policy::parse(&spec).expect("generated policy parses");
+        prop_assert!(policy.behavior.is_none(), "{spec} has a behavior");
+        let hpa_spec = Spec { min: policy.hpa_min(), max: policy.max, behavior: None };
+        let mut state = hpa::State::default();
+        let mut current = min + start_extra.min(max - min);
+        let mut now = 0.0;
+        let mut seen: Vec<(f64, u32)> = Vec::new();
+        for (dt, proposal) in steps {
+            now += f64::from(dt);
+            let r = reconcile(&policy.controller, &hpa_spec, &mut state, current, proposal, now);
+            let d = r.desired;
+            prop_assert!(d >= min && d <= max, "{spec}: {current} -> {d}");
+            if let Some(p) = proposal {
+                seen.push((now, p));
+            }
+            if d > current {
+                prop_assert!(d <= (2 * current).max(4), "{spec}: {current} -> {d} in one step");
+            }
+            if d < current {
+                let highest = seen
+                    .iter()
+                    .filter(|(at, _)| now - at < 300.0)
+                    .map(|s| s.1)
+                    .max()
+                    .unwrap_or(d);
+                prop_assert!(d >= highest.clamp(min, max).min(current),
+                    "{spec}: down to {d} below {highest} within 300 s");
+            }
+            current = d;
+        }
+    }
+}
