@@ -169,3 +169,57 @@ async fn the_activator_logs_no_authorization_and_no_body_at_debug() {
     assert_clean(&log, &[CLIENT_TOKEN, PROMPT, TOKEN]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A password written into an `activatorUrl` is refused, and neither the error KEDA receives
+/// (which KEDA logs and puts in the ScaledObject's events) nor `serve`'s log repeats it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_an_activator_url_is_refused_without_repeating_it() {
+    const PASSWORD: &str = "sekrit-url-password-41d";
+    let dir = temp_dir("security-logs-userinfo");
+    let port = free_port();
+    let (out, err) = log_files(&dir);
+    let child = Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args([
+            "serve",
+            "--no-kube",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(["--metrics-listen", "none"])
+        .env("RUST_LOG", "debug")
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("serve starts");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut errors = Vec::new();
+    for url in [
+        format!("http://keda:{PASSWORD}@infscale-activator.llm.svc:9092"),
+        format!("ftp://keda:{PASSWORD}@infscale-activator.llm.svc:9092"),
+        format!("http://keda:{PASSWORD}@infscale-activator.other.svc:9092/x?y"),
+    ] {
+        let so = object(
+            "chat",
+            &[("threshold", "4".to_owned()), ("activatorUrl", url)],
+        );
+        let status = loop {
+            let c = ExternalScalerClient::connect(format!("http://127.0.0.1:{port}")).await;
+            if let Ok(mut c) = c {
+                break c
+                    .get_metric_spec(so.clone())
+                    .await
+                    .expect_err("userinfo is refused");
+            }
+            assert!(Instant::now() < deadline, "serve never listened");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        errors.push(status.message().to_owned());
+    }
+    let log = output_of(child, &dir);
+    for e in &errors {
+        assert!(!e.contains(PASSWORD), "KEDA is told the password: {e}");
+    }
+    assert_clean(&log, &[PASSWORD]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,7 +30,8 @@ impl AllowedActivators {
     pub fn parse(entries: &[String]) -> Result<AllowedActivators, String> {
         let mut allowed = Vec::with_capacity(entries.len());
         for entry in entries {
-            let url = clean_url(entry).map_err(|e| format!("--allow-activator {entry:?}: {e}"))?;
+            let url = clean_url(entry)
+                .map_err(|e| format!("--allow-activator {:?}: {e}", shown(entry)))?;
             allowed.push(Allowed {
                 scheme: url.scheme().to_owned(),
                 host: url.host_str().unwrap_or_default().to_owned(),
@@ -53,13 +54,27 @@ impl AllowedActivators {
         });
         if !listed && !in_namespace(&url, namespace) {
             return Err(format!(
-                "{raw:?} is neither a Service in namespace {namespace} \
+                "{:?} is neither a Service in namespace {namespace} \
                  (http://NAME.{namespace}.svc:PORT) nor an activator this scaler was started with \
-                 (--allow-activator)"
+                 (--allow-activator)",
+                shown(raw)
             ));
         }
         Ok(url.as_str().trim_end_matches('/').to_owned())
     }
+}
+
+/// `raw` as an error may show it: with any userinfo (`user:password@`) replaced by `***@`, so a
+/// password written into a URL is not repeated to KEDA (which logs the error and puts it in the
+/// ScaledObject's events) or into the scaler's log.
+fn shown(raw: &str) -> String {
+    if let Some((scheme, rest)) = raw.split_once("://") {
+        let authority = rest.find(['/', '?', '#']).map_or(rest, |end| &rest[..end]);
+        if let Some(at) = authority.rfind('@') {
+            return format!("{scheme}://***@{}", &rest[at + 1..]);
+        }
+    }
+    raw.to_owned()
 }
 
 /// An http(s) URL with a host and nothing that could make it mean two things.
@@ -70,20 +85,21 @@ fn clean_url(raw: &str) -> Result<Url, String> {
     if raw.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err("has whitespace or control characters".to_owned());
     }
-    let url = Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
-    if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(format!("{raw:?}: the scheme must be http or https"));
-    }
+    let shown = shown(raw);
+    let url = Url::parse(raw).map_err(|e| format!("{shown:?} is not a URL: {e}"))?;
     if !url.username().is_empty() || url.password().is_some() {
         return Err(format!(
-            "{raw:?}: userinfo (user@ or user:pass@) is not allowed"
+            "{shown:?}: userinfo (user@ or user:pass@) is not allowed"
         ));
     }
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!("{shown:?}: the scheme must be http or https"));
+    }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("{raw:?}: a query or fragment is not allowed"));
+        return Err(format!("{shown:?}: a query or fragment is not allowed"));
     }
     if url.host().is_none() {
-        return Err(format!("{raw:?}: no host"));
+        return Err(format!("{shown:?}: no host"));
     }
     Ok(url)
 }
@@ -211,6 +227,8 @@ mod tests {
             assert!(a.check(refused, "llm").is_err(), "{refused}");
         }
         assert!(AllowedActivators::parse(&["http://u:p@host".to_owned()]).is_err());
+        let e = AllowedActivators::parse(&["http://u:pw1@host".to_owned()]).unwrap_err();
+        assert!(!e.contains("pw1"), "{e}");
         assert!(AllowedActivators::parse(&["not a url".to_owned()]).is_err());
     }
 
