@@ -1,7 +1,8 @@
 //! Security review: no secret and no request body reaches the logs. The real binaries run with
 //! `RUST_LOG=debug` and their stdout and stderr captured: `serve` with a TLS key, mutual TLS and
 //! a kubeconfig bearer token (which the Kubernetes API stand-in sees arrive), and the activator
-//! forwarding a request that carries an Authorization header and a body.
+//! forwarding a request that carries an Authorization header, a key in its query and a body;
+//! and a password written into an `activatorUrl`.
 
 mod common;
 
@@ -17,6 +18,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 const TOKEN: &str = "sekrit-bearer-token-5d1c0ffee";
 const CLIENT_TOKEN: &str = "sekrit-client-token-77ab";
 const PROMPT: &str = "sekrit-prompt-body-9e3b";
+const QUERY_TOKEN: &str = "sekrit-query-token-c4f1";
 
 /// Files in `dir` for a child's stdout and stderr (files, not pipes: a full pipe nobody reads
 /// would stall the child's logging).
@@ -150,7 +152,9 @@ async fn the_activator_logs_no_authorization_and_no_body_at_debug() {
     let mut answered = 0;
     while answered < 3 {
         let r = http
-            .post(format!("http://127.0.0.1:{port}/v1/completions"))
+            .post(format!(
+                "http://127.0.0.1:{port}/v1/completions?api_key={QUERY_TOKEN}"
+            ))
             .header("authorization", format!("Bearer {CLIENT_TOKEN}"))
             .header("content-type", "application/json")
             .body(format!(
@@ -166,7 +170,7 @@ async fn the_activator_logs_no_authorization_and_no_body_at_debug() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let log = output_of(child, &dir);
-    assert_clean(&log, &[CLIENT_TOKEN, PROMPT, TOKEN]);
+    assert_clean(&log, &[CLIENT_TOKEN, PROMPT, TOKEN, QUERY_TOKEN]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
