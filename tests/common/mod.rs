@@ -4,11 +4,13 @@
 #![allow(dead_code)]
 
 pub mod activator;
+pub mod faulty;
 pub mod http;
 pub mod kubeapi;
 pub mod model;
 pub mod pods;
 pub mod scaler;
+pub mod timed;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
