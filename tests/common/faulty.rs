@@ -190,6 +190,11 @@ impl Relay {
         format!("http://{}", self.addr)
     }
 
+    /// Cuts every stream relayed so far (the client sees a reset).
+    pub fn cut(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Switches the fault; streams relayed so far are cut (a reset) unless the mode is `Pass`.
     pub fn set(&self, mode: Mode) {
         self.mode.store(mode as u8, Ordering::SeqCst);
