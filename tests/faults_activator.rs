@@ -209,3 +209,63 @@ async fn a_failing_activator_is_never_read_as_zero_held() {
         report(&format!("activator: {name}"), &answered, max);
     }
 }
+
+/// Regression: back-off doubles on failures in a row only. A watch that followed the activator
+/// for longer than the longest back-off and is then reset (an activator restart) is followed
+/// again within the first back-off, not the longest one earned while the activator was down at
+/// start-up: a request held right after the restart wakes the target at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watch_reset_after_a_healthy_stretch_reconnects_at_once() {
+    let act = activator("chat");
+    let front = relay("127.0.0.1:0", act.server.addr, Arc::new(Mutex::new(None)));
+    front.set(Mode::Gone);
+    let longest = Duration::from_secs(2);
+    let running = start(Config {
+        allowed_activators: vec![front.url()],
+        statics: HashMap::from([("chat".to_owned(), vec![refused_url()])]),
+        limits: infscale::serve::limits::Limits {
+            activator_backoff_max: longest,
+            ..infscale::serve::limits::Limits::default()
+        },
+        ..config()
+    })
+    .await;
+    let mut t = Timed::new(client(running.grpc).await);
+    let so = object(
+        "chat",
+        &[
+            ("deployment", "chat".into()),
+            ("threshold", "2".into()),
+            ("activatorUrl", front.url()),
+        ],
+    );
+    // Down at start for long enough that the back-off reaches its longest (0.1 s doubling).
+    let _ = t.active(&so).await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(t.active(&so).await.is_err(), "read a closed activator");
+    front.set(Mode::Pass);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while t.active(&so).await.ok() != Some(false) {
+        assert!(Instant::now() < deadline, "never followed the activator");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Healthy for longer than the longest back-off, then the activator restarts.
+    tokio::time::sleep(longest + Duration::from_millis(500)).await;
+    front.cut();
+    act.set_held(1);
+    let restarted = Instant::now();
+    while t.active(&so).await.ok() != Some(true) {
+        assert!(restarted.elapsed() < Duration::from_secs(10), "never woke");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = restarted.elapsed();
+    report(
+        "activator: reset after a healthy stretch",
+        &format!("IsActive true {} ms after the restart", took.as_millis()),
+        t.max,
+    );
+    assert!(
+        took < Duration::from_secs(1),
+        "held request seen {took:?} after the restart: the back-off from start-up was kept"
+    );
+}
