@@ -259,3 +259,74 @@ async fn the_kubernetes_api_failing_is_never_read_as_zero() {
         report(&format!("kube: {name}"), &answered, max);
     }
 }
+
+/// Regression: the API hangs from `serve`'s first call (it accepts and never answers) and then
+/// answers again. The calls that hung must not hold the target: KEDA gets an explicit error
+/// within 3 s meanwhile, and the pod is read soon after the API answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_api_hung_from_the_first_call_is_read_once_it_answers() {
+    let replica = pod("127.0.0.2:0", Behaviour::Page(vllm_running(RUNNING)));
+    let port = replica.server.addr.port();
+    let api = kube_api(
+        "llm",
+        "chat",
+        vec![FakePod {
+            name: "chat-0".into(),
+            ip: "127.0.0.2".into(),
+            ready: true,
+        }],
+    );
+    let front = relay("127.0.0.1:0", api.server.addr, Arc::new(Mutex::new(None)));
+    front.set(Mode::Hang);
+    let running = start(Config {
+        kube_api: Some(front.url()),
+        use_kube: true,
+        limits: Limits {
+            staleness: STALENESS,
+            ..Limits::default()
+        },
+        ..config()
+    })
+    .await;
+    let mut t = Timed::new(client(running.grpc).await);
+    let so = object(
+        "chat",
+        &[
+            ("threshold", "2".into()),
+            ("metricsPort", port.to_string()),
+            ("scrapeIntervalSeconds", "0.2".into()),
+        ],
+    );
+    let req = metrics_request(&so, "infscale-queue-chat");
+    let hung = Instant::now();
+    let mut errors = 0;
+    while hung.elapsed() < Duration::from_secs(3) {
+        let e = t.metrics(&req).await.expect_err("a value from a hung API");
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+        assert!(
+            !matches!(t.active(&so).await, Ok(false)),
+            "idle while unknown"
+        );
+        errors += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The API answers again; the calls that hung stay hung, as on a server that lost them.
+    front.set(Mode::Pass);
+    let back = Instant::now();
+    while t.metrics(&req).await.ok() != Some(RUNNING as f64) {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "the pod was not read 10 s after the API answered again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    report(
+        "kube: API hung from the first call, then answers",
+        &format!(
+            "UNAVAILABLE x{errors} while hung; {RUNNING} {:.1} s after it answers",
+            back.elapsed().as_secs_f64()
+        ),
+        t.max,
+    );
+    drop((replica, api, front));
+}
