@@ -36,8 +36,11 @@ fn status(code: u16) -> Peer {
     Peer::Pod(pod("127.0.0.1:0", Behaviour::Status(code)))
 }
 
+/// How to start a replica with a fault.
+type Start = fn() -> Peer;
+
 /// Every fault: its name in the table, and how to start a replica that has it.
-const FAULTS: &[(&str, fn() -> Peer)] = &[
+const FAULTS: &[(&str, Start)] = &[
     ("backlog full (never accepts)", || Peer::Raw(backlog_full())),
     ("accepts, never answers", || {
         Peer::Pod(pod("127.0.0.1:0", Behaviour::Hang))
