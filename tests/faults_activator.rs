@@ -269,3 +269,64 @@ async fn a_watch_reset_after_a_healthy_stretch_reconnects_at_once() {
         "held request seen {took:?} after the restart: the back-off from start-up was kept"
     );
 }
+
+/// Regression: in Kubernetes `activatorUrl` names the activator Service, whose ports `serve`
+/// reads from the API. An API that accepted that read and never answered must not leave the
+/// held count unknown for good: once the API answers, a held request wakes the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_activator_service_read_that_hung_is_retried() {
+    let act = common::activator::activator_on("chat", "127.0.0.2:0");
+    let api = common::kubeapi::kube_api("llm", "chat", Vec::new());
+    *api.activators.lock().unwrap() = (vec!["127.0.0.2".into()], act.server.addr.port());
+    let front = relay("127.0.0.1:0", api.server.addr, Arc::new(Mutex::new(None)));
+    front.set(Mode::Hang);
+    let running = start(Config {
+        kube_api: Some(front.url()),
+        use_kube: true,
+        limits: infscale::serve::limits::Limits {
+            staleness: Duration::from_secs(2),
+            ..infscale::serve::limits::Limits::default()
+        },
+        ..config()
+    })
+    .await;
+    let mut t = Timed::new(client(running.grpc).await);
+    let so = object(
+        "chat",
+        &[
+            ("threshold", "2".into()),
+            ("scrapeIntervalSeconds", "0.2".into()),
+            (
+                "activatorUrl",
+                "http://infscale-activator.llm.svc:9092".to_owned(),
+            ),
+        ],
+    );
+    act.set_held(1);
+    let hung = Instant::now();
+    while hung.elapsed() < Duration::from_secs(2) {
+        assert!(
+            !matches!(t.active(&so).await, Ok(false)),
+            "idle while unknown"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    front.set(Mode::Pass);
+    let back = Instant::now();
+    while t.active(&so).await.ok() != Some(true) {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "the held request was not seen 10 s after the API answered again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    report(
+        "activator: Service read hung, then the API answers",
+        &format!(
+            "IsActive true {:.1} s after the API answers",
+            back.elapsed().as_secs_f64()
+        ),
+        t.max,
+    );
+    drop((act, api, front));
+}
