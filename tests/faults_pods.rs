@@ -84,7 +84,7 @@ fn trigger(deployment: &str) -> Vec<(&'static str, String)> {
         ("threshold", THRESHOLD.to_owned()),
         ("server", "vllm".to_owned()),
         ("scrapeIntervalSeconds", "0.5".to_owned()),
-        ("scrapeTimeoutSeconds", "0.5".to_owned()),
+        ("scrapeTimeoutSeconds", "1".to_owned()),
     ]
 }
 
