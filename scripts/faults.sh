@@ -9,16 +9,17 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
 cargo test --release --test faults --test faults_pods --test faults_kube --test faults_activator \
-    -- --nocapture --test-threads 1 2>&1 | tee "$log" | grep -E '^(test |FAULT |test result|error)'
+    -- --nocapture --test-threads 1 2>&1 | tee "$log" | grep -E '^(test |FAULT |test result|error)|FAULT '
 status=${PIPESTATUS[0]}
 set -e
 mkdir -p target
 {
     echo "| case | what serve answered | slowest answer (ms) |"
     echo "|---|---|---|"
-    grep '^FAULT ' "$log" | sed -e 's/^FAULT /| /' -e 's/$/ |/'
+    # libtest prints "test NAME ... " before a test's own output: a line may start with it.
+    grep -o 'FAULT .*' "$log" | sed -e 's/^FAULT /| /' -e 's/$/ |/'
     echo
-    echo "$(grep -c '^FAULT ' "$log") cases; $(grep '^test result' "$log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}') ($(date -u +%Y-%m-%d), \`scripts/faults.sh\`)"
+    echo "$(grep -c 'FAULT ' "$log") cases; $(grep '^test result' "$log" | awk '{p+=$4; f+=$6} END {print p " passed, " f " failed"}') ($(date -u +%Y-%m-%d), \`scripts/faults.sh\`)"
 } > target/faults-last.md
 cat target/faults-last.md
 exit "$status"

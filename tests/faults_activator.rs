@@ -184,9 +184,10 @@ async fn case(name: &'static str, fault: &'static Fault) -> (String, Duration) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The innermost reason, the relay's address as ACT.
     let why = error
-        .split_once(": ")
-        .map_or(error.as_str(), |(_, w)| w)
+        .rsplit_once("cannot be read: ")
+        .map_or(error.as_str(), |(_, w)| w.trim_end_matches(')'))
         .replace(&front.url(), "ACT");
     let answered = format!(
         "{values} answers {held} held / active, {errors} UNAVAILABLE{}; never 0 or idle; {held} again {:.1} s after, idle {:.1} s after the release",
