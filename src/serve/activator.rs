@@ -16,6 +16,7 @@ use crate::counts::wire::{self, WireError};
 use crate::counts::HostCounts;
 use crate::edge::source::read_capped;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::{watch, Notify};
 
 /// What the follower last saw.
@@ -51,7 +52,15 @@ pub fn follow(
     let task = tokio::spawn(async move {
         let mut backoff = limits.activator_backoff;
         loop {
-            let outcome = watch_events(&http, &activator, &tx, &limits).await;
+            let mut followed_since = None;
+            let outcome = watch_events(&http, &activator, &tx, &limits, &mut followed_since).await;
+            // A watch that delivered counts for longer than the longest pause was no failure
+            // in a row: the next failure starts the back-off over (an activator restart after
+            // hours must not wait out the pause earned while it was down at start-up).
+            if followed_since.is_some_and(|t: Instant| t.elapsed() >= limits.activator_backoff_max)
+            {
+                backoff = limits.activator_backoff;
+            }
             match outcome {
                 Ok(Mode::NoWatch) => poll(&http, &activator, &tx, &limits).await,
                 Ok(Mode::Ended) => backoff = limits.activator_backoff,
@@ -95,6 +104,7 @@ async fn watch_events(
     activator: &Source,
     tx: &Announcing,
     limits: &Limits,
+    followed_since: &mut Option<Instant>,
 ) -> Result<Mode, String> {
     let (timeout, idle) = (limits.activator_timeout, limits.activator_watch_idle);
     let url = format!("{}/queue/watch", activator.url);
@@ -119,6 +129,7 @@ async fn watch_events(
         for event in decoder.feed(&chunk) {
             let counts = event.map_err(|e| wire_failure(&url, e))?;
             let mine = counts.get(&activator.host).copied().unwrap_or_default();
+            followed_since.get_or_insert_with(Instant::now);
             publish(tx, Counts::Seen(mine));
         }
     }

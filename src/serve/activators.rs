@@ -55,7 +55,12 @@ pub fn follow(
                 let (utx, urx) = watch::channel(Err("no activator endpoints read yet".into()));
                 (
                     urx,
-                    Some(AbortOnDrop(tokio::spawn(endpoints(client, service, utx)))),
+                    Some(AbortOnDrop(tokio::spawn(endpoints(
+                        client,
+                        service,
+                        utx,
+                        limits.api_probe_every(),
+                    )))),
                 )
             }
             (Members::Service { url, .. }, None) => (watch::channel(Ok(vec![url])).1, None),
@@ -164,11 +169,15 @@ fn add(total: &mut HostCounts, c: &HostCounts) {
     };
 }
 
-/// Publishes the admin URLs of the Service's ready endpoints whenever they change.
+/// Publishes the admin URLs of the Service's ready endpoints whenever they change. The
+/// Service read is bounded by `bound` and asked again while it goes unanswered (kube sets no
+/// read timeout: a read the API accepted and never answered would leave the held count unknown
+/// for good).
 async fn endpoints(
     client: kube::Client,
     members: Members,
     tx: watch::Sender<Result<Vec<String>, String>>,
+    bound: std::time::Duration,
 ) {
     let Members::Service {
         namespace,
@@ -182,17 +191,29 @@ async fn endpoints(
     };
     // The Service maps the URL's port to the endpoints' port, by name.
     let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    let port_name = match services.get(&name).await {
-        Ok(s) => s
-            .spec
-            .and_then(|spec| spec.ports)
-            .unwrap_or_default()
-            .into_iter()
-            .find(|p| p.port == i32::from(port))
-            .and_then(|p| p.name),
-        Err(e) => {
-            let _ = tx.send(Err(format!("activator Service {namespace}/{name}: {e}")));
-            None
+    let port_name = loop {
+        match tokio::time::timeout(bound, services.get(&name)).await {
+            Ok(Ok(s)) => {
+                break s
+                    .spec
+                    .and_then(|spec| spec.ports)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|p| p.port == i32::from(port))
+                    .and_then(|p| p.name)
+            }
+            Ok(Err(e)) => {
+                let _ = tx.send(Err(format!("activator Service {namespace}/{name}: {e}")));
+                break None;
+            }
+            Err(_) => {
+                let _ = tx.send(Err(format!(
+                    "activator Service {namespace}/{name}: no answer within {bound:?}"
+                )));
+                if tx.is_closed() {
+                    return;
+                }
+            }
         }
     };
     let api: Api<EndpointSlice> = Api::namespaced(client, &namespace);

@@ -191,9 +191,19 @@ async fn scrape_rounds(shared: Shared, spec: TargetSpec, out: mpsc::Sender<Round
 
 async fn one_round(shared: &Shared, spec: &TargetSpec, discovery: &mut Option<Discovery>) -> Round {
     if discovery.is_none() {
-        match Discovery::start(&shared.discovery, spec).await {
-            Ok(d) => *discovery = Some(d),
-            Err(e) => return Round::NoPods(e.to_string()),
+        // Bounded as the API probe is: a read the API server accepted and never answered would
+        // otherwise hold this target's rounds for good (kube sets no read timeout), and the
+        // target would stay unknown long after the API answers again.
+        let bound = shared.limits.api_probe_every();
+        let started = tokio::time::timeout(bound, Discovery::start(&shared.discovery, spec)).await;
+        match started {
+            Ok(Ok(d)) => *discovery = Some(d),
+            Ok(Err(e)) => return Round::NoPods(e.to_string()),
+            Err(_) => {
+                return Round::NoPods(format!(
+                    "the Kubernetes API did not answer within {bound:?} (finding the pods)"
+                ))
+            }
         }
     }
     let Some(d) = discovery.as_ref() else {

@@ -4,12 +4,14 @@
 #![allow(dead_code)]
 
 pub mod activator;
+pub mod faulty;
 pub mod http;
 pub mod kube_recorder;
 pub mod kubeapi;
 pub mod model;
 pub mod pods;
 pub mod scaler;
+pub mod timed;
 pub mod tls;
 
 use std::io::{Read, Write};
