@@ -443,7 +443,7 @@ impl Verdict {
                             .push((id, format!("200 {body:?}, upstream saw it {seen}x")));
                     }
                 }
-                Outcome::Answer(status @ (502 | 503 | 504), body) => {
+                Outcome::Answer(status @ 502..=504, body) => {
                     let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
                     let reason = json["error"].as_str().unwrap_or("");
                     let explicit = !reason.is_empty() && json["status"] == *status;
