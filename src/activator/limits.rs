@@ -51,7 +51,12 @@ pub struct Limits {
     pub preface_poll: Duration,
     /// The longest a TCP connect to an upstream (or a health probe's) may take. Default 5 s.
     pub connect_timeout: Duration,
-    /// How long an idle pooled upstream connection is kept. Default 90 s.
+    /// How long an idle pooled upstream connection is kept. Default 4 s: under the 5 s after
+    /// which the usual model servers (uvicorn, which vLLM runs on, and llama.cpp's server)
+    /// close an idle keep-alive connection. A longer pool reuses a connection just as the
+    /// upstream closes it, and a request the upstream never saw is answered 502 (it cannot be
+    /// sent again: nothing tells it from one the upstream did see); with 90 s, every request on
+    /// a connection reused at 4.9 s failed (tests/upstream_churn.rs).
     pub pool_idle: Duration,
     /// Idle pooled connections kept per upstream. Default 1,024, enough for a release's burst.
     pub pool_max_idle: usize,
@@ -88,7 +93,7 @@ impl Default for Limits {
             accept_backoff: Duration::from_millis(50),
             preface_poll: Duration::from_millis(5),
             connect_timeout: Duration::from_secs(5),
-            pool_idle: Duration::from_secs(90),
+            pool_idle: Duration::from_secs(4),
             pool_max_idle: 1024,
             watch_keep_alive: Duration::from_secs(5),
             probe_held: Duration::from_millis(25),

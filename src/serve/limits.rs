@@ -47,7 +47,12 @@ pub struct Limits {
     pub max_concurrent_scrapes: usize,
     /// The longest a TCP connect to a pod or an activator may take. Default 5 s.
     pub connect_timeout: Duration,
-    /// How long an idle pooled HTTP connection is kept. Default 90 s.
+    /// How long an idle pooled HTTP connection (to a pod or an activator) is kept. Default 4 s:
+    /// under the 5 s after which the usual model servers (uvicorn, which vLLM runs on, and
+    /// llama.cpp's server) close an idle keep-alive connection. A longer pool reuses a
+    /// connection just as the pod closes it, and that scrape fails ("connection closed before
+    /// message completed"): with 90 s, a pod scraped every 4.9 s was unreadable on every reuse
+    /// (tests/upstream_churn.rs).
     pub pool_idle: Duration,
     /// The last pod list is trusted this long after the Kubernetes API stops answering. Default
     /// 300 s: a short API outage changes nothing, a long one is an error, not a guess.
@@ -86,7 +91,7 @@ impl Default for Limits {
             max_page_bytes: crate::edge::source::DEFAULT_MAX_BYTES,
             max_concurrent_scrapes: 64,
             connect_timeout: Duration::from_secs(5),
-            pool_idle: Duration::from_secs(90),
+            pool_idle: Duration::from_secs(4),
             staleness: Duration::from_secs(300),
             activator_timeout: Duration::from_secs(2),
             activator_watch_idle: Duration::from_secs(12),

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod activator;
+pub mod churn;
 pub mod faulty;
 pub mod http;
 pub mod kube_recorder;
