@@ -318,7 +318,10 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
     .await;
     let activator_page = metrics_with(
         &format!("{admin}/metrics"),
-        &["infscale_activator_held{", "infscale_activator_rejected_total{"],
+        &[
+            "infscale_activator_held{",
+            "infscale_activator_rejected_total{",
+        ],
     )
     .await;
 
@@ -415,14 +418,17 @@ fn the_rules_pass_promtool() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        eprintln!("promtool {args:?}: {}", String::from_utf8_lossy(&out.stdout));
+        eprintln!(
+            "promtool {args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
     let _ = std::fs::remove_dir_all(&d);
 }
 
 fn repo_yaml(path: &str) -> serde_yaml::Value {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
-        .expect(path);
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).expect(path);
     serde_yaml::from_str(&text).expect(path)
 }
 
@@ -432,7 +438,9 @@ fn service(path: &str) -> (String, Vec<String>) {
     let labels = &s["metadata"]["labels"];
     let key = format!(
         "{};{}",
-        labels["app.kubernetes.io/name"].as_str().expect("name label"),
+        labels["app.kubernetes.io/name"]
+            .as_str()
+            .expect("name label"),
         labels["app.kubernetes.io/component"]
             .as_str()
             .expect("component label")
@@ -473,7 +481,9 @@ fn the_scrape_targets_name_the_services_ports_and_labels() {
     }
     // The plain scrape config keeps the same Services' same ports.
     let plain = repo_yaml("manifests/observability/prometheus-scrape.yml");
-    let jobs = plain["scrape_configs"].as_sequence().expect("scrape_configs");
+    let jobs = plain["scrape_configs"]
+        .as_sequence()
+        .expect("scrape_configs");
     assert_eq!(jobs.len(), 2);
     for (job, (key, _), port, honor) in [
         (&jobs[0], &scaler, "metrics", true),
@@ -487,7 +497,10 @@ fn the_scrape_targets_name_the_services_ports_and_labels() {
             .iter()
             .find(|r| r["action"] == "keep")
             .expect("a keep rule");
-        assert_eq!(keep["regex"].as_str(), Some(format!("{key};{port}").as_str()));
+        assert_eq!(
+            keep["regex"].as_str(),
+            Some(format!("{key};{port}").as_str())
+        );
     }
     // The kustomization holds the monitors, the alerts and the dashboard; manifests/scaler does
     // not include it (it needs the Prometheus Operator's CRDs).
@@ -507,4 +520,61 @@ fn the_scrape_targets_name_the_services_ports_and_labels() {
     assert!(!serde_yaml::to_string(&scaler_k)
         .expect("yaml")
         .contains("observability"));
+}
+
+/// Where kubectl is installed, the kustomization renders the monitors, the rule and the
+/// dashboard's ConfigMap with the dashboard as it is on disk.
+#[test]
+fn the_kustomization_renders() {
+    let out = match std::process::Command::new("kubectl")
+        .args(["kustomize", "manifests/observability"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("NOTE: kubectl not run ({e}); the kustomization is not rendered");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    use serde::Deserialize;
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).expect("rendered yaml"))
+        .collect();
+    let kinds: BTreeSet<String> = docs
+        .iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["kind"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let want: BTreeSet<String> = [
+        "ConfigMap/infscale-dashboard",
+        "PrometheusRule/infscale",
+        "ServiceMonitor/infscale",
+        "ServiceMonitor/infscale-activator",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(kinds, want);
+    for d in &docs {
+        assert_eq!(d["metadata"]["namespace"], "infscale");
+        if d["kind"] == "ConfigMap" {
+            assert_eq!(d["metadata"]["labels"]["grafana_dashboard"], "1");
+            let json: serde_json::Value =
+                serde_json::from_str(d["data"]["dashboard.json"].as_str().expect("data"))
+                    .expect("dashboard in the ConfigMap");
+            assert_eq!(json, dashboard());
+        }
+    }
 }

@@ -9,13 +9,11 @@ pub struct Selector {
     pub labels: Vec<String>,
 }
 
-const KEYWORDS: &[&str] = &[
-    "and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left",
-    "group_right", "inf", "nan", "Inf", "NaN",
-    // Aggregations, which may be followed by `by (...)` rather than `(`.
-    "sum", "min", "max", "avg", "count", "stddev", "stdvar", "topk", "bottomk", "quantile",
-    "count_values", "group", "limitk", "limit_ratio",
-];
+/// Words that are never metric names: operators, modifiers, and aggregations (which may be
+/// followed by `by (...)` rather than `(`).
+const KEYWORDS: &str = "and or unless bool offset by without on ignoring group_left group_right \
+    inf nan Inf NaN sum min max avg count stddev stdvar topk bottomk quantile count_values group \
+    limitk limit_ratio";
 /// Keywords followed by a parenthesised list of label names, not an expression.
 const LABEL_LISTS: &[&str] = &[
     "by",
@@ -137,7 +135,7 @@ pub fn selectors(expr: &str) -> Vec<Selector> {
                 if opens {
                     i = skip_to(&chars, after, ')');
                 }
-            } else if KEYWORDS.contains(&word.as_str()) || opens {
+            } else if KEYWORDS.split_whitespace().any(|k| k == word) || opens {
                 // A keyword, or a function or aggregation called here.
             } else {
                 let mut labels = Vec::new();
