@@ -222,7 +222,7 @@ async fn text(url: String) -> String {
 async fn activator_after_traffic() -> common::model::Running {
     let ready = Arc::new(AtomicBool::new(false));
     let up = upstream(ready.clone()).await;
-    let a = activator(up, 1, 1.0).await;
+    let a = activator(up, 1, 2.0).await;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
