@@ -11,6 +11,7 @@ pub mod kube_recorder;
 pub mod kubeapi;
 pub mod model;
 pub mod pods;
+pub mod promql;
 pub mod scaler;
 pub mod timed;
 pub mod tls;
