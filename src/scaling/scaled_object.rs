@@ -31,7 +31,7 @@ pub fn activator_url(service: &str, namespace: &str, port: u16) -> String {
     format!("http://{service}.{namespace}.svc:{port}")
 }
 
-/// KEDA's `fallback` for a ScaledObject: after `failure_threshold` failed `GetMetrics` in a row
+/// KEDA's `fallback` for a ScaledObject: past `failure_threshold` failed `GetMetrics` in a row
 /// KEDA feeds the HPA `replicas` (with `behavior`) instead of the metric. `tune` writes
 /// `currentReplicasIfHigher` with `replicas` the policy's floor (at least 1): while `serve`
 /// cannot tell the load, the target keeps what it runs and never scales down blind.
