@@ -3,11 +3,13 @@
 //! must answer `GetMetricSpec` from the trigger's metadata alone, whatever the state of the
 //! pods, the Kubernetes API and the activator (issue 16, point 1), and fail `GetMetrics`
 //! explicitly (never a zero) when it cannot tell the value. This test starts `serve` with
-//! discovery through a Kubernetes API stand-in and an activator, kills all three, and checks.
+//! discovery through a Kubernetes API stand-in and an activator, kills all three (or hangs them:
+//! they accept and never answer), and checks.
 
 mod common;
 
 use common::activator::activator;
+use common::faulty::{relay, Mode};
 use common::kubeapi::{kube_api, FakePod};
 use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{client, config, metrics_request, object, start};
@@ -16,6 +18,7 @@ use infscale::serve::limits::Limits;
 use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use infscale::serve::proto::ScaledObjectRef;
 use infscale::serve::server::Config;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
@@ -40,6 +43,17 @@ async fn spec(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn get_metric_spec_answers_with_pods_api_and_activator_all_dead() {
+    case("dead", Mode::Gone).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn get_metric_spec_answers_with_pods_api_and_activator_all_hung() {
+    case("hung", Mode::Hang).await;
+}
+
+/// `fault`: `Gone` (connections refused) or `Hang` (accepted, never answered), for the pod, the
+/// Kubernetes API and the activator at once, each behind a relay.
+async fn case(name: &str, fault: Mode) {
     let replica = pod("127.0.0.2:0", Behaviour::Page(vllm_running(3)));
     let port = replica.server.addr.port();
     let api = kube_api(
@@ -52,10 +66,12 @@ async fn get_metric_spec_answers_with_pods_api_and_activator_all_dead() {
         }],
     );
     let act = activator("chat");
+    let api_front = relay("127.0.0.1:0", api.server.addr, Arc::new(Mutex::new(None)));
+    let act_front = relay("127.0.0.1:0", act.server.addr, Arc::new(Mutex::new(None)));
     let running = start(Config {
-        kube_api: Some(api.server.url("")),
+        kube_api: Some(api_front.url()),
         use_kube: true,
-        allowed_activators: vec![act.url()],
+        allowed_activators: vec![act_front.url()],
         limits: Limits {
             staleness: STALENESS,
             // One target fills the scaler: a second trigger's spec must still be answered.
@@ -66,7 +82,7 @@ async fn get_metric_spec_answers_with_pods_api_and_activator_all_dead() {
     })
     .await;
     let mut c = client(running.grpc).await;
-    let act_url = act.url();
+    let act_url = act_front.url();
     let metadata = |name: &str, threshold: &str| {
         object(
             name,
@@ -89,12 +105,18 @@ async fn get_metric_spec_answers_with_pods_api_and_activator_all_dead() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // All three die: the pod, the Kubernetes API, the activator.
-    drop((replica, api, act));
+    // All three fail at once: the pod, the Kubernetes API, the activator.
+    if fault == Mode::Hang {
+        replica.set(Behaviour::Hang);
+    } else {
+        drop(replica);
+    }
+    api_front.set(fault);
+    act_front.set(fault);
     let died = Instant::now();
     let (mut specs, mut first_error) = (0, None);
     while died.elapsed() < STALENESS * 3 + Duration::from_secs(2) {
-        assert_eq!(spec(&mut c, &so).await.expect("spec, all dead"), want);
+        assert_eq!(spec(&mut c, &so).await.expect("spec, all failing"), want);
         specs += 1;
         match t.metrics(&req).await {
             Ok(v) => {
@@ -108,7 +130,7 @@ async fn get_metric_spec_answers_with_pods_api_and_activator_all_dead() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let failed_after = first_error.expect("GetMetrics never failed with everything dead");
+    let failed_after = first_error.expect("GetMetrics never failed with everything failing");
 
     // A trigger never seen before, asked only now (and past --max-targets): its spec too.
     let other = metadata("other", "7.5");
@@ -127,8 +149,10 @@ async fn get_metric_spec_answers_with_pods_api_and_activator_all_dead() {
         tonic::Code::InvalidArgument
     );
     println!(
-        "FALLBACK GetMetricSpec answered {specs} times over {:.1} s with pods, API and activator dead; GetMetrics UNAVAILABLE from {:.1} s",
+        "FALLBACK {name}: GetMetricSpec answered {specs} times over {:.1} s with pods, API and activator {name}; GetMetrics UNAVAILABLE from {:.1} s; slowest call {} ms",
         died.elapsed().as_secs_f64(),
-        failed_after.as_secs_f64()
+        failed_after.as_secs_f64(),
+        t.max.as_millis()
     );
+    drop((api, act, api_front, act_front));
 }
