@@ -133,6 +133,15 @@ fn kustomize(dir: &Path) -> Vec<Value> {
                 .unwrap_or_else(|e| panic!("{at}: generator file {file}: {e}"));
             data.insert(Value::from(key), Value::from(text));
         }
+        let same = |d: &Value| s(&d["kind"]) == "ConfigMap" && name(d) == s(&g["name"]);
+        match g["behavior"].as_str().unwrap_or("create") {
+            "create" => assert!(!docs.iter().any(same), "{at}: {:?} exists", g["name"]),
+            "replace" => {
+                assert!(docs.iter().any(same), "{at}: {:?} to replace", g["name"]);
+                docs.retain(|d| !same(d));
+            }
+            other => panic!("{at}: configMapGenerator behavior {other} is not rendered"),
+        }
         let mut cm: Value = serde_yaml::from_str("{apiVersion: v1, kind: ConfigMap}").unwrap();
         cm["metadata"] = serde_yaml::from_str(&format!("{{name: {}}}", s(&g["name"]))).unwrap();
         cm["data"] = Value::Mapping(data);
