@@ -133,10 +133,16 @@ async fn oversized_metadata_and_too_many_targets_are_refused() {
         let so = object(&format!("chat-{i}"), &trigger(&[]));
         c.get_metric_spec(so).await.unwrap();
     }
+    // A target past the limit: its spec still answers (from the metadata alone, so KEDA's
+    // fallback can apply), its value and activity are refused.
+    let fourth = object("chat-3", &trigger(&[]));
+    c.get_metric_spec(fourth.clone()).await.unwrap();
     let e = c
-        .get_metric_spec(object("chat-3", &trigger(&[])))
+        .get_metrics(metrics_request(&fourth, "infscale-queue-chat-3"))
         .await
         .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    let e = c.is_active(fourth).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
     // The targets already followed still answer.
     let so = object("chat-0", &trigger(&[]));

@@ -1,51 +1,695 @@
-//! The manifests in the repository parse, and every infscale trigger in them is metadata the
-//! scaler accepts.
+//! The manifests in the repository: every file parses, every kustomization renders (a small
+//! kustomize: resources, namespace, configMapGenerator, JSON patches, images; no network, no
+//! kubectl), and within each rendered set and the examples the names, selectors, ports, service
+//! accounts and RBAC references agree; every infscale trigger is metadata `serve` accepts, every
+//! ScaledObject has a `fallback`, and the mutual-TLS objects name what `scripts/gen-certs.sh`
+//! makes. The exact RBAC rules against the calls the code makes are in tests/security_manifests.rs.
 
 use infscale::serve::metadata::{AllowedActivators, TargetSpec};
 use serde::Deserialize;
-use std::collections::HashMap;
+use serde_yaml::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 
-fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn files_named(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            yaml_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "yaml") {
+            files_named(&path, keep, out);
+        } else if keep(&path) {
             out.push(path);
+        }
+    }
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    files_named(
+        dir,
+        &|p| p.extension().is_some_and(|e| e == "yaml"),
+        &mut out,
+    );
+    out.sort();
+    out
+}
+
+fn load(file: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", file.display())))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// Applies one JSON patch op (`add`, `replace`, `remove`) at a JSON pointer.
+fn patch_op(doc: &mut Value, op: &Value, at: &str) {
+    let path = s(&op["path"]);
+    let mut parts: Vec<String> = path
+        .trim_start_matches('/')
+        .split('/')
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let last = parts.pop().expect("a path");
+    let mut node = doc;
+    for p in &parts {
+        node = match node {
+            Value::Sequence(seq) => &mut seq[p.parse::<usize>().expect("an index")],
+            Value::Mapping(map) => map
+                .get_mut(p.as_str())
+                .unwrap_or_else(|| panic!("{at}: patch path {path}: no {p}")),
+            _ => panic!("{at}: patch path {path}: {p} is a scalar"),
+        };
+    }
+    let kind = s(&op["op"]);
+    match (node, kind) {
+        (Value::Mapping(map), "add" | "replace") => {
+            if kind == "replace" {
+                assert!(
+                    map.contains_key(last.as_str()),
+                    "{at}: replace {path}: absent"
+                );
+            }
+            map.insert(Value::from(last), op["value"].clone());
+        }
+        (Value::Mapping(map), "remove") => {
+            assert!(
+                map.remove(last.as_str()).is_some(),
+                "{at}: remove {path}: absent"
+            );
+        }
+        (Value::Sequence(seq), "replace") => {
+            seq[last.parse::<usize>().unwrap()] = op["value"].clone()
+        }
+        (Value::Sequence(seq), "add") if last == "-" => seq.push(op["value"].clone()),
+        (_, other) => panic!("{at}: patch op {other} at {path} not handled"),
+    }
+}
+
+/// `kubectl kustomize DIR`, for what the repository's kustomizations use.
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let at = dir.join("kustomization.yaml");
+    let k = load(&at)
+        .pop()
+        .unwrap_or_else(|| panic!("{}: empty", at.display()));
+    let at = at.display().to_string();
+    for key in k.as_mapping().expect("a mapping").keys() {
+        assert!(
+            matches!(
+                s(key),
+                "apiVersion"
+                    | "kind"
+                    | "resources"
+                    | "namespace"
+                    | "configMapGenerator"
+                    | "patches"
+                    | "images"
+            ),
+            "{at}: {key:?} is not rendered by this test"
+        );
+    }
+    let mut docs = Vec::new();
+    for r in k["resources"].as_sequence().into_iter().flatten() {
+        let path = dir.join(s(r));
+        if path.is_dir() {
+            docs.extend(kustomize(&path));
+        } else {
+            docs.extend(load(&path));
+        }
+    }
+    for g in k["configMapGenerator"].as_sequence().into_iter().flatten() {
+        let mut data = serde_yaml::Mapping::new();
+        for f in g["files"].as_sequence().expect("files") {
+            let (key, file) = s(f).split_once('=').unwrap_or((s(f), s(f)));
+            let key = Path::new(key).file_name().unwrap().to_str().unwrap();
+            let text = std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|e| panic!("{at}: generator file {file}: {e}"));
+            data.insert(Value::from(key), Value::from(text));
+        }
+        let same = |d: &Value| s(&d["kind"]) == "ConfigMap" && name(d) == s(&g["name"]);
+        match g["behavior"].as_str().unwrap_or("create") {
+            "create" => assert!(!docs.iter().any(same), "{at}: {:?} exists", g["name"]),
+            "replace" => {
+                assert!(docs.iter().any(same), "{at}: {:?} to replace", g["name"]);
+                docs.retain(|d| !same(d));
+            }
+            other => panic!("{at}: configMapGenerator behavior {other} is not rendered"),
+        }
+        let mut cm: Value = serde_yaml::from_str("{apiVersion: v1, kind: ConfigMap}").unwrap();
+        cm["metadata"] = serde_yaml::from_str(&format!("{{name: {}}}", s(&g["name"]))).unwrap();
+        cm["data"] = Value::Mapping(data);
+        docs.push(cm);
+    }
+    for p in k["patches"].as_sequence().into_iter().flatten() {
+        let (kind, name) = (s(&p["target"]["kind"]), s(&p["target"]["name"]));
+        let ops: Vec<Value> = serde_yaml::from_str(s(&p["patch"])).expect("a JSON patch");
+        let mut hit = 0;
+        for d in docs
+            .iter_mut()
+            .filter(|d| s(&d["kind"]) == kind && s(&d["metadata"]["name"]) == name)
+        {
+            for op in &ops {
+                patch_op(d, op, &at);
+            }
+            hit += 1;
+        }
+        assert_eq!(hit, 1, "{at}: patch target {kind}/{name}");
+    }
+    for i in k["images"].as_sequence().into_iter().flatten() {
+        let mut found = false;
+        for d in docs.iter_mut().filter(|d| s(&d["kind"]) == "Deployment") {
+            for c in d["spec"]["template"]["spec"]["containers"]
+                .as_sequence_mut()
+                .into_iter()
+                .flatten()
+            {
+                let image = s(&c["image"]).to_owned();
+                let (name, tag) = image.rsplit_once(':').unwrap_or((&image, "latest"));
+                if name == s(&i["name"]) {
+                    let name = i["newName"].as_str().unwrap_or(name);
+                    let tag = i["newTag"].as_str().unwrap_or(tag);
+                    c["image"] = Value::from(format!("{name}:{tag}"));
+                    found = true;
+                }
+            }
+        }
+        assert!(found, "{at}: image {:?} is in no Deployment", i["name"]);
+    }
+    if let Some(ns) = k["namespace"].as_str() {
+        for d in &mut docs {
+            if !matches!(
+                s(&d["kind"]),
+                "Namespace" | "ClusterRole" | "ClusterRoleBinding"
+            ) {
+                d["metadata"]["namespace"] = Value::from(ns);
+            }
+            for subject in d["subjects"].as_sequence_mut().into_iter().flatten() {
+                if s(&subject["kind"]) == "ServiceAccount" {
+                    subject["namespace"] = Value::from(ns);
+                }
+            }
+        }
+    }
+    docs
+}
+
+fn kustomizations() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["manifests", "scripts"] {
+        files_named(
+            &root().join(dir),
+            &|p| p.ends_with("kustomization.yaml"),
+            &mut out,
+        );
+    }
+    out.sort();
+    out.into_iter()
+        .map(|p| p.parent().unwrap().to_owned())
+        .collect()
+}
+
+fn ns(d: &Value) -> &str {
+    d["metadata"]["namespace"].as_str().unwrap_or("default")
+}
+
+fn name(d: &Value) -> &str {
+    s(&d["metadata"]["name"])
+}
+
+fn labels(v: &Value) -> BTreeMap<String, String> {
+    serde_yaml::from_value(v.clone()).unwrap_or_default()
+}
+
+/// The names and numbers of a Deployment's container ports.
+fn container_ports(d: &Value) -> (BTreeSet<String>, BTreeSet<u64>) {
+    let (mut names, mut numbers) = (BTreeSet::new(), BTreeSet::new());
+    for c in d["spec"]["template"]["spec"]["containers"]
+        .as_sequence()
+        .unwrap()
+    {
+        for p in c["ports"].as_sequence().into_iter().flatten() {
+            let n = s(&p["name"]);
+            assert!(
+                !n.is_empty(),
+                "Deployment {}: an unnamed container port",
+                name(d)
+            );
+            names.insert(n.to_owned());
+            numbers.insert(p["containerPort"].as_u64().expect("containerPort"));
+        }
+    }
+    (names, numbers)
+}
+
+fn port_exists(ports: &(BTreeSet<String>, BTreeSet<u64>), p: &Value) -> bool {
+    match p {
+        Value::String(n) => ports.0.contains(n),
+        Value::Number(n) => n.as_u64().is_some_and(|n| ports.1.contains(&n)),
+        _ => false,
+    }
+}
+
+fn trigger_metadata(t: &Value) -> HashMap<String, String> {
+    serde_yaml::from_value(t["metadata"].clone()).unwrap()
+}
+
+/// Cross-references within one set of objects applied together; `what` names the set.
+fn check_set(what: &str, docs: &[Value]) {
+    let of = |kind: &'static str| docs.iter().filter(move |d| s(&d["kind"]) == kind);
+    let deployments: Vec<&Value> = of("Deployment").collect();
+    let find_deployment = |n: &str, namespace: &str| {
+        deployments
+            .iter()
+            .find(|d| name(d) == n && ns(d) == namespace)
+            .copied()
+    };
+    let accounts: BTreeSet<(String, String)> = of("ServiceAccount")
+        .map(|a| (ns(a).to_owned(), name(a).to_owned()))
+        .collect();
+    for d in &deployments {
+        let at = format!("{what}: Deployment {}", name(d));
+        let pod = labels(&d["spec"]["template"]["metadata"]["labels"]);
+        let selector = labels(&d["spec"]["selector"]["matchLabels"]);
+        assert!(!selector.is_empty(), "{at}: no selector");
+        assert!(
+            selector.iter().all(|(k, v)| pod.get(k) == Some(v)),
+            "{at}: selector {selector:?} is not the pod's labels {pod:?}"
+        );
+        if let Some(sa) = d["spec"]["template"]["spec"]["serviceAccountName"].as_str() {
+            assert!(
+                accounts.contains(&(ns(d).to_owned(), sa.to_owned())),
+                "{at}: ServiceAccount {sa} is not in the set"
+            );
+        }
+        let ports = container_ports(d);
+        for c in d["spec"]["template"]["spec"]["containers"]
+            .as_sequence()
+            .unwrap()
+        {
+            for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+                let p = &c[probe];
+                for kind in ["httpGet", "tcpSocket", "grpc"] {
+                    if !p[kind].is_null() {
+                        assert!(
+                            port_exists(&ports, &p[kind]["port"]),
+                            "{at}: {probe} port {:?}",
+                            p[kind]["port"]
+                        );
+                    }
+                }
+            }
+        }
+        if what.contains("examples") {
+            let c = &d["spec"]["template"]["spec"]["containers"][0];
+            assert!(
+                c["readinessProbe"].is_mapping() && c["livenessProbe"].is_mapping(),
+                "{at}: probes"
+            );
+        }
+    }
+    for svc in of("Service") {
+        let at = format!("{what}: Service {}", name(svc));
+        let selector = labels(&svc["spec"]["selector"]);
+        let backing: Vec<&&Value> = deployments
+            .iter()
+            .filter(|d| ns(d) == ns(svc))
+            .filter(|d| {
+                let pod = labels(&d["spec"]["template"]["metadata"]["labels"]);
+                !selector.is_empty() && selector.iter().all(|(k, v)| pod.get(k) == Some(v))
+            })
+            .collect();
+        assert_eq!(
+            backing.len(),
+            1,
+            "{at}: selector {selector:?} matches {} Deployments",
+            backing.len()
+        );
+        let ports = container_ports(backing[0]);
+        for p in svc["spec"]["ports"].as_sequence().unwrap() {
+            let target = if p["targetPort"].is_null() {
+                &p["port"]
+            } else {
+                &p["targetPort"]
+            };
+            assert!(
+                port_exists(&ports, target),
+                "{at}: targetPort {target:?} is no container port of {}",
+                name(backing[0])
+            );
+        }
+    }
+    let roles: BTreeSet<(String, String, String)> = of("Role")
+        .map(|r| ("Role".to_owned(), ns(r).to_owned(), name(r).to_owned()))
+        .chain(
+            of("ClusterRole")
+                .map(|r| ("ClusterRole".to_owned(), String::new(), name(r).to_owned())),
+        )
+        .collect();
+    for r in of("Role").chain(of("ClusterRole")) {
+        for rule in r["rules"].as_sequence().expect("rules") {
+            for k in ["apiGroups", "resources", "verbs", "resourceNames"] {
+                for v in rule[k].as_sequence().into_iter().flatten() {
+                    assert!(
+                        !s(v).contains('*'),
+                        "{what}: {} {}: a wildcard in {k}",
+                        s(&r["kind"]),
+                        name(r)
+                    );
+                }
+            }
+        }
+    }
+    let mut bound = BTreeSet::new();
+    for b in of("RoleBinding").chain(of("ClusterRoleBinding")) {
+        let at = format!("{what}: {} {}", s(&b["kind"]), name(b));
+        let kind = s(&b["roleRef"]["kind"]);
+        let role_ns = if kind == "Role" {
+            ns(b).to_owned()
+        } else {
+            String::new()
+        };
+        assert!(
+            roles.contains(&(
+                kind.to_owned(),
+                role_ns,
+                s(&b["roleRef"]["name"]).to_owned()
+            )),
+            "{at}: roleRef names no role in the set"
+        );
+        for subject in b["subjects"].as_sequence().expect("subjects") {
+            let key = (
+                subject["namespace"].as_str().unwrap_or(ns(b)).to_owned(),
+                s(&subject["name"]).to_owned(),
+            );
+            assert!(
+                accounts.contains(&key),
+                "{at}: subject {key:?} is not a ServiceAccount in the set"
+            );
+            bound.insert(key);
+        }
+    }
+    for r in &roles {
+        let used = of("RoleBinding")
+            .chain(of("ClusterRoleBinding"))
+            .any(|b| s(&b["roleRef"]["name"]) == r.2 && s(&b["roleRef"]["kind"]) == r.0);
+        assert!(used, "{what}: {r:?} is bound to nothing");
+    }
+    for a in &accounts {
+        let used = deployments.iter().any(|d| {
+            ns(d) == a.0
+                && d["spec"]["template"]["spec"]["serviceAccountName"].as_str() == Some(&a.1)
+        });
+        assert!(
+            used,
+            "{what}: ServiceAccount {a:?} is used by no Deployment"
+        );
+    }
+    let auths: BTreeSet<(String, String)> = of("TriggerAuthentication")
+        .map(|a| (ns(a).to_owned(), name(a).to_owned()))
+        .collect();
+    for so in of("ScaledObject") {
+        let at = format!("{what}: ScaledObject {}", name(so));
+        let target = s(&so["spec"]["scaleTargetRef"]["name"]);
+        let d = find_deployment(target, ns(so))
+            .unwrap_or_else(|| panic!("{at}: scaleTargetRef {target} is no Deployment in the set"));
+        let f = &so["spec"]["fallback"];
+        assert!(
+            f["failureThreshold"].as_u64().is_some() && f["replicas"].as_u64().is_some(),
+            "{at}: no fallback"
+        );
+        assert_eq!(s(&f["behavior"]), "currentReplicasIfHigher", "{at}");
+        for t in so["spec"]["triggers"].as_sequence().unwrap() {
+            if !matches!(s(&t["type"]), "external" | "external-push") {
+                continue;
+            }
+            let meta = trigger_metadata(t);
+            TargetSpec::from_metadata(name(so), ns(so), &meta, &AllowedActivators::default())
+                .unwrap_or_else(|e| panic!("{at}: {e}"));
+            assert_eq!(
+                meta.get("deployment").map(String::as_str),
+                Some(target),
+                "{at}: deployment"
+            );
+            let port: u64 = meta["metricsPort"].parse().unwrap();
+            assert!(
+                container_ports(d).1.contains(&port),
+                "{at}: metricsPort {port} is no container port of {target}"
+            );
+            if let Some(auth) = t["authenticationRef"]["name"].as_str() {
+                assert!(
+                    auths.contains(&(ns(so).to_owned(), auth.to_owned())),
+                    "{at}: TriggerAuthentication {auth}"
+                );
+            }
         }
     }
 }
 
 #[test]
 fn manifests_parse_and_triggers_are_accepted() {
-    let mut files = Vec::new();
-    yaml_files(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"),
-        &mut files,
-    );
+    let files = yaml_files(&root().join("manifests"));
     assert!(files.len() >= 10);
     let mut triggers = 0;
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let v = serde_yaml::Value::deserialize(doc)
-                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    for file in &files {
+        for v in load(file) {
             if v["kind"] != "ScaledObject" {
                 continue;
             }
-            let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
-            let name = v["metadata"]["name"].as_str().unwrap();
+            let at = file.display();
+            assert!(
+                v["spec"]["fallback"].is_mapping(),
+                "{at}: {} has no fallback",
+                name(&v)
+            );
             for t in v["spec"]["triggers"].as_sequence().unwrap() {
-                if !matches!(t["type"].as_str(), Some("external" | "external-push")) {
+                if !matches!(s(&t["type"]), "external" | "external-push") {
                     continue;
                 }
-                let meta: HashMap<String, String> =
-                    serde_yaml::from_value(t["metadata"].clone()).unwrap();
-                TargetSpec::from_metadata(name, ns, &meta, &AllowedActivators::default())
-                    .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                TargetSpec::from_metadata(
+                    name(&v),
+                    ns(&v),
+                    &trigger_metadata(t),
+                    &AllowedActivators::default(),
+                )
+                .unwrap_or_else(|e| panic!("{at}: {e}"));
                 triggers += 1;
             }
         }
     }
-    assert!(triggers >= 1);
+    assert!(triggers >= 6, "{triggers} triggers");
+}
+
+#[test]
+fn every_kustomization_renders_and_agrees_with_itself() {
+    let dirs = kustomizations();
+    assert!(dirs.len() >= 3, "{dirs:?}");
+    for dir in dirs {
+        let docs = kustomize(&dir);
+        assert!(!docs.is_empty(), "{}", dir.display());
+        check_set(&dir.display().to_string(), &docs);
+    }
+}
+
+/// Every server's example, applied with the activator (`kubectl apply -k manifests/activator
+/// -n llm`): each agrees with itself, each ScaledObject's activator host is a route of the
+/// activator's routes file or of the snippet in its own file's comment, and that route's
+/// upstream is the example's Service.
+#[test]
+fn the_examples_agree_with_themselves_and_the_activator() {
+    let examples = yaml_files(&root().join("manifests/examples"));
+    let mut all = Vec::new();
+    for f in &examples {
+        all.extend(load(f));
+    }
+    let servers: BTreeSet<String> = all
+        .iter()
+        .filter(|d| s(&d["kind"]) == "ScaledObject")
+        .flat_map(|so| {
+            so["spec"]["triggers"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .map(|t| s(&t["metadata"]["server"]).to_owned())
+        })
+        .collect();
+    for want in ["vllm", "llamacpp", "sglang", "auto"] {
+        assert!(servers.contains(want), "no example for {want}: {servers:?}");
+    }
+    let mut activator = kustomize(&root().join("manifests/activator"));
+    for d in &mut activator {
+        d["metadata"]["namespace"] = Value::from("llm");
+    }
+    // Each ScaledObject with the Deployment and Service it scales (from any example file).
+    for so in all.iter().filter(|d| s(&d["kind"]) == "ScaledObject") {
+        let mut set: Vec<Value> = all
+            .iter()
+            .filter(|d| {
+                matches!(
+                    s(&d["kind"]),
+                    "Deployment" | "Service" | "TriggerAuthentication"
+                )
+            })
+            .cloned()
+            .collect();
+        set.push(so.clone());
+        check_set(&format!("manifests/examples ({})", name(so)), &set);
+    }
+    // Routes: the activator's own file, and the snippet each example carries in a comment.
+    let mut routes = Vec::new();
+    let shipped = root().join("manifests/activator/routes.yaml");
+    routes.extend(
+        infscale::activator::routes::parse(
+            "routes.yaml",
+            &std::fs::read_to_string(shipped).unwrap(),
+            "llm",
+        )
+        .unwrap(),
+    );
+    for f in &examples {
+        let text = std::fs::read_to_string(f).unwrap();
+        let snippet: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .skip_while(|l| !l.starts_with("  - host:"))
+            .take_while(|l| l.starts_with("  "))
+            .collect();
+        if !snippet.is_empty() {
+            let yaml = format!("routes:\n{}\n", snippet.join("\n"));
+            routes.extend(
+                infscale::activator::routes::parse(&f.display().to_string(), &yaml, "llm").unwrap(),
+            );
+        }
+    }
+    for so in all.iter().filter(|d| s(&d["kind"]) == "ScaledObject") {
+        let meta = trigger_metadata(&so["spec"]["triggers"][0]);
+        let host = &meta["activatorHost"];
+        let route = routes
+            .iter()
+            .find(|r| &r.counts_host == host)
+            .unwrap_or_else(|| panic!("ScaledObject {}: no route counts {host}", name(so)));
+        let svc = all
+            .iter()
+            .find(|d| s(&d["kind"]) == "Service" && name(d) == name(so))
+            .unwrap_or_else(|| panic!("no Service {}", name(so)));
+        let port = svc["spec"]["ports"][0]["port"].as_u64().unwrap();
+        assert_eq!(
+            route.upstream,
+            format!("http://{}.llm.svc:{port}", name(svc)),
+            "{}",
+            name(so)
+        );
+        let url = &meta["activatorUrl"];
+        let act_svc = activator
+            .iter()
+            .find(|d| s(&d["kind"]) == "Service")
+            .expect("the activator's Service");
+        assert!(
+            url.starts_with(&format!("http://{}.llm.svc:", name(act_svc))),
+            "{url}"
+        );
+        let act_port: u64 = url.rsplit(':').next().unwrap().parse().unwrap();
+        assert!(
+            act_svc["spec"]["ports"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .any(|p| p["port"].as_u64() == Some(act_port)),
+            "{url}"
+        );
+    }
+}
+
+/// The TriggerAuthentication and the TLS scaler name the Secrets and keys scripts/gen-certs.sh
+/// tells the operator to create.
+#[test]
+fn the_tls_objects_name_what_gen_certs_makes() {
+    let script = std::fs::read_to_string(root().join("scripts/gen-certs.sh")).unwrap();
+    // (namespace, secret) -> keys, from the `kubectl create secret` lines it prints.
+    let mut secrets: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for line in script
+        .lines()
+        .filter(|l| l.contains("create secret generic"))
+    {
+        let words: Vec<&str> = line
+            .trim_matches(|c| c == '"' || c == ' ')
+            .split_whitespace()
+            .collect();
+        let namespace = words[words.iter().position(|w| *w == "-n").unwrap() + 1];
+        let secret = words[words.iter().position(|w| *w == "generic").unwrap() + 1];
+        let keys = words
+            .iter()
+            .filter_map(|w| w.strip_prefix("--from-file="))
+            .map(|f| f.split_once('=').map_or(f, |(k, _)| k).to_owned())
+            .collect();
+        secrets.insert(
+            (
+                namespace.to_owned(),
+                secret.trim_end_matches('"').to_owned(),
+            ),
+            keys,
+        );
+    }
+    assert_eq!(secrets.len(), 2, "{secrets:?}");
+    let mut auths = 0;
+    for f in yaml_files(&root().join("manifests/examples")) {
+        for d in load(&f)
+            .iter()
+            .filter(|d| s(&d["kind"]) == "TriggerAuthentication")
+        {
+            let mut params = BTreeSet::new();
+            for r in d["spec"]["secretTargetRef"].as_sequence().unwrap() {
+                let keys = secrets
+                    .get(&(ns(d).to_owned(), s(&r["name"]).to_owned()))
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{}: Secret {:?} is not made by gen-certs.sh",
+                            f.display(),
+                            r["name"]
+                        )
+                    });
+                assert!(
+                    keys.contains(s(&r["key"])),
+                    "{}: key {:?}",
+                    f.display(),
+                    r["key"]
+                );
+                params.insert(s(&r["parameter"]).to_owned());
+            }
+            let want: BTreeSet<String> = ["caCert", "tlsClientCert", "tlsClientKey"]
+                .map(String::from)
+                .into();
+            assert_eq!(params, want);
+            auths += 1;
+        }
+    }
+    assert!(auths >= 1);
+    let scaler = kustomize(&root().join("manifests/scaler-tls"));
+    let d = scaler
+        .iter()
+        .find(|d| s(&d["kind"]) == "Deployment")
+        .unwrap();
+    let spec = &d["spec"]["template"]["spec"];
+    let secret = s(&spec["volumes"][0]["secret"]["secretName"]);
+    let keys = &secrets[&(ns(d).to_owned(), secret.to_owned())];
+    let mount = s(&spec["containers"][0]["volumeMounts"][0]["mountPath"]);
+    let args: Vec<&str> = spec["containers"][0]["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(s)
+        .collect();
+    for flag in ["--tls-cert", "--tls-key", "--tls-client-ca"] {
+        let file = args[args.iter().position(|a| *a == flag).unwrap() + 1];
+        let key = file
+            .strip_prefix(&format!("{mount}/"))
+            .unwrap_or_else(|| panic!("{flag} {file}"));
+        assert!(keys.contains(key), "{flag} {file}: {keys:?}");
+    }
 }

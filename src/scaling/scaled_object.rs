@@ -31,6 +31,37 @@ pub fn activator_url(service: &str, namespace: &str, port: u16) -> String {
     format!("http://{service}.{namespace}.svc:{port}")
 }
 
+/// KEDA's `fallback` for a ScaledObject: past `failure_threshold` failed `GetMetrics` in a row
+/// KEDA feeds the HPA `replicas` (with `behavior`) instead of the metric. `tune` writes
+/// `currentReplicasIfHigher` with `replicas` the policy's floor (at least 1): while `serve`
+/// cannot tell the load, the target keeps what it runs and never scales down blind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    pub failure_threshold: u32,
+    pub replicas: u32,
+    pub behavior: String,
+}
+
+/// The `fallback.behavior` values KEDA takes.
+pub const FALLBACK_BEHAVIORS: [&str; 4] = [
+    "static",
+    "currentReplicas",
+    "currentReplicasIfHigher",
+    "currentReplicasIfLower",
+];
+
+impl Fallback {
+    /// What `tune` writes for `policy`: 3 failures, the policy's floor (at least 1), and
+    /// `currentReplicasIfHigher`.
+    pub fn for_policy(policy: &Policy) -> Fallback {
+        Fallback {
+            failure_threshold: 3,
+            replicas: policy.min.max(1),
+            behavior: "currentReplicasIfHigher".to_owned(),
+        }
+    }
+}
+
 /// A number as YAML and the policy parser read it back exactly (the shortest exact form).
 fn num(v: f64) -> String {
     format!("{v}")
@@ -118,6 +149,11 @@ pub fn render(policy: &Policy, target: &Placement) -> String {
     let _ = writeln!(out, "  cooldownPeriod: {}", num(policy.cooldown_s));
     let _ = writeln!(out, "  minReplicaCount: {}", policy.min);
     let _ = writeln!(out, "  maxReplicaCount: {}", policy.max);
+    let fallback = Fallback::for_policy(policy);
+    let _ = writeln!(out, "  fallback:");
+    let _ = writeln!(out, "    failureThreshold: {}", fallback.failure_threshold);
+    let _ = writeln!(out, "    replicas: {}", fallback.replicas);
+    let _ = writeln!(out, "    behavior: {}", fallback.behavior);
     if let Some(b) = &policy.behavior {
         let tolerance = (policy.controller.tolerance != Controller::default().tolerance)
             .then_some(policy.controller.tolerance);
@@ -166,6 +202,43 @@ pub struct Deployed {
     pub policy: Policy,
     /// The infscale trigger's metadata, every value as a string (as KEDA forwards it).
     pub metadata: BTreeMap<String, String>,
+    /// `spec.fallback`, when there is one.
+    pub fallback: Option<Fallback>,
+}
+
+/// `spec.fallback` as KEDA reads it: `failureThreshold` and `replicas` non-negative integers,
+/// `behavior` one of KEDA's (`static` when absent).
+fn read_fallback(v: &serde_yaml::Value) -> Result<Option<Fallback>, ScaledObjectError> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    if !v.is_mapping() {
+        return Err(bad("spec.fallback", "not a mapping"));
+    }
+    let count = |field: &str| {
+        let at = format!("spec.fallback.{field}");
+        let n = v[field]
+            .as_u64()
+            .ok_or_else(|| bad(&at, "missing, or not a whole number"))?;
+        u32::try_from(n).map_err(|_| bad(&at, "too large"))
+    };
+    let behavior = match &v["behavior"] {
+        serde_yaml::Value::Null => "static".to_owned(),
+        b => match b.as_str() {
+            Some(b) if FALLBACK_BEHAVIORS.contains(&b) => b.to_owned(),
+            _ => {
+                return Err(bad(
+                    "spec.fallback.behavior",
+                    format!("one of {}", FALLBACK_BEHAVIORS.join(", ")),
+                ))
+            }
+        },
+    };
+    Ok(Some(Fallback {
+        failure_threshold: count("failureThreshold")?,
+        replicas: count("replicas")?,
+        behavior,
+    }))
 }
 
 /// A YAML scalar as the string KEDA would forward.
@@ -263,11 +336,13 @@ pub fn read(yaml: &str) -> Result<Deployed, ScaledObjectError> {
         }
     }
     policy.validate().map_err(|e: PolicyError| bad("spec", e))?;
+    let fallback = read_fallback(&spec["fallback"])?;
     Ok(Deployed {
         name,
         namespace,
         policy,
         metadata,
+        fallback,
     })
 }
 
@@ -392,6 +467,7 @@ mod tests {
             "trendSeconds: \"30\"",
             "type: external-push",
             "activatorUrl: http://infscale-activator.llm.svc:9092",
+            "fallback:\n    failureThreshold: 3\n    replicas: 1\n    behavior: currentReplicasIfHigher",
         ] {
             assert!(yaml.contains(needle), "{needle} in\n{yaml}");
         }
@@ -410,6 +486,7 @@ mod tests {
             let p = Policy::parse(spec).unwrap();
             let back = read(&render(&p, &target(p.min == 0))).unwrap();
             assert_eq!(deploy_difference(&back.policy, &p), None, "{spec}");
+            assert_eq!(back.fallback, Some(Fallback::for_policy(&p)), "{spec}");
             assert_eq!(
                 (back.name.as_str(), back.namespace.as_str()),
                 ("chat", "llm")
@@ -425,5 +502,18 @@ mod tests {
         assert_eq!(read(yaml).unwrap_err().field, "spec.minReplicaCount");
         let yaml = "metadata: {name: a}\nspec:\n  triggers:\n    - type: external\n      metadata: {threshold: \"0\"}\n";
         assert_eq!(read(yaml).unwrap_err().field, "metadata.threshold");
+        let with = |fallback: &str| {
+            format!("metadata: {{name: a}}\nspec:\n  fallback: {fallback}\n  triggers:\n    - type: external\n      metadata: {{threshold: \"4\"}}\n")
+        };
+        let e = read(&with("{failureThreshold: 3, replicas: -1}")).unwrap_err();
+        assert_eq!(e.field, "spec.fallback.replicas");
+        let e = read(&with(
+            "{failureThreshold: 3, replicas: 2, behavior: sometimes}",
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "spec.fallback.behavior");
+        let ok = read(&with("{failureThreshold: 5, replicas: 2}")).unwrap();
+        assert_eq!(ok.fallback.unwrap().behavior, "static");
+        assert_eq!(read(&with("null")).unwrap().fallback, None);
     }
 }

@@ -1,7 +1,8 @@
 //! The `externalscaler.ExternalScaler` gRPC service KEDA calls.
 //!
 //! Every call reads the trigger's metadata, finds (or starts) the target's collector, and answers
-//! from the collector's latest reading: memory only, never a scrape. A value or an activity that
+//! from the collector's latest reading: memory only, never a scrape. `GetMetricSpec` answers from
+//! the metadata alone, so KEDA's `fallback` can always apply. A value or an activity that
 //! cannot be told answers with an error (KEDA then keeps the current replica count, and neither
 //! wakes nor sleeps the target), never with zero.
 
@@ -157,16 +158,25 @@ impl ExternalScaler for Scaler {
         &self,
         request: Request<ScaledObjectRef>,
     ) -> Result<Response<GetMetricSpecResponse>, Status> {
-        let result = self.target(request.get_ref()).map(|t| {
-            let target = t.spec.policy.target;
-            Response::new(GetMetricSpecResponse {
-                metric_specs: vec![MetricSpec {
-                    metric_name: t.spec.metric_name(),
-                    target_size: target.ceil() as i64,
-                    target_size_float: target,
-                }],
-            })
-        });
+        // From the metadata alone: KEDA's fallback only applies once it has a spec
+        // (kedacore/keda#8056), so nothing else (pods, API, activator, --max-targets) may fail
+        // this call. The collector is started here when there is room, so GetMetrics has a
+        // reading sooner.
+        let r = request.get_ref();
+        let result =
+            TargetSpec::from_metadata(&r.name, &r.namespace, &r.scaler_metadata, &self.allowed)
+                .map_err(|e| Status::invalid_argument(e.to_string()))
+                .map(|spec| {
+                    let _ = self.registry.target(spec.clone());
+                    let target = spec.policy.target;
+                    Response::new(GetMetricSpecResponse {
+                        metric_specs: vec![MetricSpec {
+                            metric_name: spec.metric_name(),
+                            target_size: target.ceil() as i64,
+                            target_size_float: target,
+                        }],
+                    })
+                });
         self.count("GetMetricSpec", result)
     }
 
