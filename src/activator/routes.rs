@@ -262,6 +262,21 @@ impl Route {
     }
 }
 
+/// The index of the first of `routes` that matches a request's `Host` header (or the URI's
+/// host, for an absolute-form request) and path.
+pub fn pick<'a>(
+    routes: impl IntoIterator<Item = &'a Route>,
+    headers: &http::HeaderMap,
+    uri: &http::Uri,
+) -> Option<usize> {
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.host());
+    let path = uri.path();
+    routes.into_iter().position(|r| r.matches(host, path))
+}
+
 /// Reads and checks a routes file.
 pub fn parse(name: &str, text: &str, default_namespace: &str) -> Result<Vec<Route>, String> {
     let file: RoutesFile = serde_yaml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
