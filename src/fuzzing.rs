@@ -229,8 +229,11 @@ pub fn scenario(data: &[u8]) {
     }
 }
 
+/// A target's body.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, as `fuzz/fuzz_targets/<name>.rs` and `fuzz/corpus/<name>/` name them.
-pub const TARGETS: [(&str, fn(&[u8])); 7] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("exposition", exposition),
     ("metadata", metadata),
     ("routes", routes),
