@@ -648,8 +648,9 @@ pub struct HeadDecision {
     pub upstream: Option<(http::Method, http::Uri, HeaderMap)>,
 }
 
-/// The pure part of [`Proxy::handle`] for one request head and body, the same calls in the same
-/// order (route, stream check, detach, upstream head); public for the fuzz targets
+/// The pure part of [`Proxy::handle`] for one request head and body: every call it makes on
+/// them without I/O (route, stream check, detach, upstream head), each made here unconditionally
+/// where `handle` makes some only for a held request; public for the fuzz targets
 /// (`crate::fuzzing`).
 pub fn decide_head(
     routes: &[Route],
