@@ -147,7 +147,7 @@ pub fn request_head(data: &[u8]) {
 }
 
 /// A policy spec (`metric:target[,key=value...]`). A parsed policy, written as a ScaledObject
-/// and read back, deploys the same.
+/// and read back, deploys the same (a legacy HPA's tolerance, the controller's flag, aside).
 pub fn policy(data: &[u8]) {
     let text = text(data);
     let Ok(policy) = Policy::parse(&text) else {
@@ -167,7 +167,12 @@ pub fn policy(data: &[u8]) {
     };
     let yaml = scaled_object::render(&policy, &placement);
     match scaled_object::read(&yaml) {
-        Ok(deployed) => {
+        Ok(mut deployed) => {
+            // Without a behavior block (legacy) the tolerance is the controller's cluster-wide
+            // flag, which no ScaledObject carries: the cluster's is the policy's.
+            if policy.behavior.is_none() {
+                deployed.policy.controller.tolerance = policy.controller.tolerance;
+            }
             if let Some(diff) = scaled_object::deploy_difference(&policy, &deployed.policy) {
                 panic!("{text:?} deploys differently once rendered: {diff}\n{yaml}");
             }
