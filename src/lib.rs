@@ -40,6 +40,7 @@ pub mod counts;
 pub mod demo;
 pub mod edge;
 pub mod emulate;
+pub mod fuzzing;
 pub mod limits;
 pub mod load;
 pub mod metrics;

@@ -34,14 +34,16 @@ pub async fn speaks(stream: &TcpStream, poll: Duration) -> std::io::Result<Optio
     }
 }
 
+/// What the first bytes of a connection say.
 #[derive(Debug, PartialEq, Eq)]
-enum Judged {
+pub enum Judged {
     Closed,
     NeedMore,
     Is(Speaks),
 }
 
-fn judge(first: &[u8]) -> Judged {
+/// Judges the first bytes of a connection (at most the preface's length are looked at).
+pub fn judge(first: &[u8]) -> Judged {
     if first.is_empty() {
         Judged::Closed
     } else if first != &PREFACE[..first.len().min(PREFACE.len())] {

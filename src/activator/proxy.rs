@@ -13,6 +13,7 @@
 use super::budget::{Budget, Reservation};
 use super::hold::{Admission, Release, RouteState, Turn};
 use super::limits::Limits;
+use super::routes::Route;
 use super::telemetry::Telemetry;
 use super::written::SignallingConnector;
 use bytes::Bytes;
@@ -263,13 +264,11 @@ impl Body for Counted {
 impl Proxy {
     /// The index of the first route that matches the request's host and path.
     fn route(&self, req: &Request<Incoming>) -> Option<usize> {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| req.uri().host());
-        let path = req.uri().path();
-        self.routes.iter().position(|r| r.route.matches(host, path))
+        super::routes::pick(
+            self.routes.iter().map(|s| &s.route),
+            req.headers(),
+            req.uri(),
+        )
     }
 
     /// Handles one client request.
@@ -377,7 +376,8 @@ impl Proxy {
             };
             let held_for = arrived.elapsed();
             // Boxed: a held request should not carry the forwarding state machine around.
-            let upstream = upstream.get_or_insert_with(|| Upstream::new(&state, &mut parts, peer));
+            let upstream =
+                upstream.get_or_insert_with(|| Upstream::new(&state.route, &mut parts, peer));
             // In a release, wait for every request before this one to be written upstream.
             let turn = match ordinal {
                 Some(n) => Some(state.turn(n).await),
@@ -603,8 +603,7 @@ struct Upstream {
 }
 
 impl Upstream {
-    fn new(state: &RouteState, parts: &mut http::request::Parts, peer: SocketAddr) -> Upstream {
-        let route = &state.route;
+    fn new(route: &Route, parts: &mut http::request::Parts, peer: SocketAddr) -> Upstream {
         let mut uri = http::uri::Parts::default();
         uri.scheme = Some(http::uri::Scheme::HTTP);
         uri.authority = Some(route.upstream_authority.clone());
@@ -636,6 +635,40 @@ impl Upstream {
             uri,
             headers,
         }
+    }
+}
+
+/// What the proxy makes of a request head before any I/O: the route it takes, whether it asks
+/// for a streamed answer, and the head it is forwarded with.
+#[derive(Debug)]
+pub struct HeadDecision {
+    pub route: Option<usize>,
+    pub streams: bool,
+    /// Method, URI and headers as sent upstream, when a route matched.
+    pub upstream: Option<(http::Method, http::Uri, HeaderMap)>,
+}
+
+/// The pure part of [`Proxy::handle`] for one request head and body: every call it makes on
+/// them without I/O (route, stream check, detach, upstream head), each made here unconditionally
+/// where `handle` makes some only for a held request; public for the fuzz targets
+/// (`crate::fuzzing`).
+pub fn decide_head(
+    routes: &[Route],
+    mut parts: http::request::Parts,
+    body: &[u8],
+    peer: SocketAddr,
+) -> HeadDecision {
+    let route = super::routes::pick(routes, &parts.headers, &parts.uri);
+    let streams = wants_stream(&parts.method, body);
+    let upstream = route.and_then(|i| routes.get(i)).map(|route| {
+        detach(&mut parts);
+        let up = Upstream::new(route, &mut parts, peer);
+        (up.method, up.uri, up.headers)
+    });
+    HeadDecision {
+        route,
+        streams,
+        upstream,
     }
 }
 

@@ -220,11 +220,13 @@ impl RouteSpec {
             .or_else(|| self.host.clone())
             .or_else(|| self.service.clone())
             .unwrap_or(host_of_upstream);
+        let host = self
+            .host
+            .as_deref()
+            .map(|h| route_host(h).map_err(|e| bad("host", e)))
+            .transpose()?;
         Ok(Route {
-            host: self
-                .host
-                .as_ref()
-                .map(|h| strip_port(h).to_ascii_lowercase()),
+            host,
             path_prefix: self.path_prefix.clone(),
             upstream: format!("http://{authority}"),
             upstream_authority,
@@ -237,6 +239,24 @@ impl RouteSpec {
             release_concurrency: self.release_concurrency,
             keep_alive,
         })
+    }
+}
+
+/// A route's `host` as requests are compared with it: lower case, a port dropped. Anything a
+/// `Host` header with its port stripped can never equal (empty, a second port, an unbracketed
+/// IPv6 address, not a URI authority) is refused: such a route would never match.
+fn route_host(h: &str) -> Result<String, String> {
+    let host = strip_port(h).to_ascii_lowercase();
+    let bracketed = host.starts_with('[') && host.ends_with(']');
+    let ok = !host.is_empty()
+        && !host.contains('@')
+        && (bracketed || !host.contains(':'))
+        && host.parse::<http::uri::Authority>().is_ok()
+        && strip_port(&host) == host;
+    if ok {
+        Ok(host)
+    } else {
+        Err(format!("{h:?} is not a host name (HOST or HOST:PORT)"))
     }
 }
 
@@ -260,6 +280,21 @@ impl Route {
                 .as_ref()
                 .is_none_or(|p| path.starts_with(p.as_str()))
     }
+}
+
+/// The index of the first of `routes` that matches a request's `Host` header (or the URI's
+/// host, for an absolute-form request) and path.
+pub fn pick<'a>(
+    routes: impl IntoIterator<Item = &'a Route>,
+    headers: &http::HeaderMap,
+    uri: &http::Uri,
+) -> Option<usize> {
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.host());
+    let path = uri.path();
+    routes.into_iter().position(|r| r.matches(host, path))
 }
 
 /// Reads and checks a routes file.
@@ -286,6 +321,38 @@ mod tests {
         RouteSpec {
             health_path: Some("/health".into()),
             ..RouteSpec::to_upstream(upstream)
+        }
+    }
+
+    #[test]
+    fn a_host_no_request_could_match_is_refused() {
+        // Found by the fuzzer (fuzz/regressions/routes/): "a:80:80" kept "a:80", which a Host
+        // header's stripped "a" never equals.
+        for host in [
+            "chat.llm.svc:80:80",
+            "",
+            ":80",
+            "::1",
+            "user@chat",
+            "chat llm",
+        ] {
+            let text = format!(
+                "routes:\n  - host: {host:?}\n    upstream: http://chat:8000\n    service: chat\n"
+            );
+            let err = parse("routes.yaml", &text, "llm").expect_err(host);
+            assert!(err.contains("(host)"), "{host:?}: {err}");
+        }
+        for (host, kept) in [
+            ("Chat.LLM.svc:8080", "chat.llm.svc"),
+            ("[::1]:80", "[::1]"),
+            ("10.0.0.1", "10.0.0.1"),
+        ] {
+            let text = format!(
+                "routes:\n  - host: {host:?}\n    upstream: http://chat:8000\n    service: chat\n"
+            );
+            let routes = parse("routes.yaml", &text, "llm").expect(host);
+            assert_eq!(routes[0].host.as_deref(), Some(kept));
+            assert!(routes[0].matches(Some(host), "/"));
         }
     }
 

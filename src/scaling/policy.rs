@@ -337,6 +337,15 @@ impl Policy {
                 return bad(format!("{key} {v} must be a number >= 0"));
             }
         }
+        // The controller reads a tolerance of 0 as its default (0.1), but a ScaledObject carries
+        // the key as both directions' tolerance, where 0 is none: the two would disagree.
+        if self.controller.tolerance == 0.0 {
+            return bad(
+                "tolerance 0 is read as the controller's default 0.1; for no tolerance give \
+                 uptolerance=0,downtolerance=0"
+                    .into(),
+            );
+        }
         if !(self.trend_window_s.is_finite() && self.trend_window_s > 0.0) {
             return bad(format!(
                 "trend {} must be a positive number of seconds",
@@ -447,6 +456,20 @@ fn select(key: &Key, value: &str) -> Result<Select, PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_tolerance_is_refused_where_it_would_deploy_other_than_it_decides() {
+        // Found by the policy fuzz target (fuzz/regressions/policy/tolerance-zero): `decide`
+        // read tolerance=0 as 0.1 while the ScaledObject `tune` writes carried 0.
+        let err = Policy::parse("waiting:3.5,activation=2,tolerance=0,upperiod=30").unwrap_err();
+        assert!(
+            err.to_string().contains("uptolerance=0,downtolerance=0"),
+            "{err}"
+        );
+        let p = Policy::parse("waiting:3.5,uptolerance=0,downtolerance=0").unwrap();
+        let none = p.controller.tolerances(p.behavior.as_ref());
+        assert_eq!((none.scale_up, none.scale_down), (0.0, 0.0));
+    }
 
     #[test]
     fn parses_policy_strings() {
