@@ -229,7 +229,7 @@ pub const KEYS: &[Key] = &[
         unit: "FRACTION",
         kind: number(0.0, 10.0),
         default: "0.1",
-        doc: "the HPA controller's tolerance; a ScaledObject carries it as both directions' tolerance",
+        doc: "the HPA controller's tolerance; a ScaledObject carries it as both directions' tolerance (above 0: for none, give uptolerance=0,downtolerance=0)",
     },
     Key {
         name: "uptolerance",
