@@ -19,8 +19,8 @@ command -v nginx >/dev/null || need+=(nginx)
 command -v perf >/dev/null || need+=(linux-perf)
 command -v heaptrack >/dev/null || need+=(heaptrack)
 if ((${#need[@]})); then apt-get update -q && apt-get install -y -q "${need[@]}" >/dev/null; fi
-cargo build --release --bin infscale >&2
-bin=$PWD/target/release/infscale
+cargo build --profile profiling --bin infscale >&2
+bin=$PWD/target/profiling/infscale
 work=$(mktemp -d)
 source scripts/nginx-anchor.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; nginx_anchor_stop "$work"; rm -rf "$work"' EXIT
