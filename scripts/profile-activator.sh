@@ -36,7 +36,7 @@ echo "nginx proxy worker $nginx_proxy, activator $activator" >&2
 if [ -z "${ONLY_HEAP:-}" ]; then
 echo "1. CPU per proxied request (wrk -t1 -c32 -d5s; perf stat on the proxy process only)"
 printf '%-10s %9s %14s %15s %14s\n' proxy "req/s" "CPU us/req" "syscalls/req" "switches/req"
-for round in 1 2; do
+for _round in 1 2; do
   for who in activator nginx; do
     if [ "$who" = activator ]; then pid=$activator; port=18183; else pid=$nginx_proxy; port=18185; fi
     perf stat -x, -e raw_syscalls:sys_enter,context-switches,task-clock -p "$pid" \
