@@ -26,7 +26,11 @@ fn infscale_named_sim() -> (PathBuf, PathBuf) {
 fn infscale_called_infscale_sim_is_the_tuning_cli() {
     let (dir, alias) = infscale_named_sim();
     let sim = Path::new(env!("CARGO_BIN_EXE_infscale-sim"));
-    for args in [&["simulate", "--help"][..], &["--help"], &["tune", "--help"]] {
+    for args in [
+        &["simulate", "--help"][..],
+        &["--help"],
+        &["tune", "--help"],
+    ] {
         let want = run(sim, args);
         let got = run(&alias, args);
         assert_eq!(got.status.code(), Some(0), "{args:?}");
@@ -40,7 +44,10 @@ fn infscale_called_infscale_sim_is_the_tuning_cli() {
     let serve = run(&alias, &["serve", "--help"]);
     assert_eq!(serve.status.code(), Some(2));
     // Under its own name the same file is the full CLI.
-    let full = run(Path::new(env!("CARGO_BIN_EXE_infscale")), &["serve", "--help"]);
+    let full = run(
+        Path::new(env!("CARGO_BIN_EXE_infscale")),
+        &["serve", "--help"],
+    );
     assert_eq!(full.status.code(), Some(0));
     let _ = std::fs::remove_dir_all(dir);
 }

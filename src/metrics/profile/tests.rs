@@ -111,7 +111,10 @@ fn triton_running_needs_two_scrapes() {
 fn trtllm_serve() {
     let s = auto(fixture!("trtllm-serve.prom"));
     assert_eq!(s.server, Server::Trtllm);
-    assert_eq!((s.running, s.waiting, s.kv), (Some(12.0), 5.0, Some(0.6875)));
+    assert_eq!(
+        (s.running, s.waiting, s.kv),
+        (Some(12.0), 5.0, Some(0.6875))
+    );
     assert_eq!(s.counters.output_tokens, Some(402133.0));
     assert_eq!(s.counters.ttft.unwrap().observations(), Some(1742.0));
 }
@@ -157,7 +160,10 @@ nv_trt_llm_request_metrics{request_type=\"scheduled\"} 4\n\
 nv_trt_llm_request_metrics{request_type=\"waiting\"} 2\n\
 nv_trt_llm_request_metrics 99\n";
     let s = auto(page);
-    assert_eq!((s.server, s.running, s.waiting), (Server::Trtllm, Some(4.0), 2.0));
+    assert_eq!(
+        (s.server, s.running, s.waiting),
+        (Server::Trtllm, Some(4.0), 2.0)
+    );
 }
 
 #[test]
