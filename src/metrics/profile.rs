@@ -343,7 +343,11 @@ fn add(slot: &mut Option<f64>, value: f64) {
 
 impl Accumulator {
     fn new(choice: ServerChoice) -> Self {
-        let mut names = vec![(CPU_SECONDS, Slot::Cpu)];
+        let wanted = |n: &'static str, slot| {
+            let (name, label) = selector(n);
+            Wanted { name, label, slot }
+        };
+        let mut names = vec![wanted(CPU_SECONDS, Slot::Cpu)];
         for profile in &PROFILES {
             if matches!(choice, ServerChoice::Is(s) if s != profile.server) {
                 continue;
@@ -355,33 +359,26 @@ impl Accumulator {
                 (profile.output_tokens, Field::OutputTokens),
             ];
             for (list, field) in fields {
-                names.extend(list.iter().map(|n| (*n, slot(field))));
+                names.extend(list.iter().map(|n| wanted(n, slot(field))));
             }
             names.extend(
                 profile
                     .kv
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| (*n, slot(Field::Kv(i)))),
+                    .map(|(i, n)| wanted(n, slot(Field::Kv(i)))),
             );
             if let Some((name, _)) = profile.ttft_buckets {
-                names.push((name, slot(Field::Ttft)));
+                names.push(wanted(name, slot(Field::Ttft)));
             }
             if let Some(list) = profile.durations {
                 names.extend(
                     list.iter()
                         .enumerate()
-                        .map(|(i, n)| (*n, slot(Field::Duration(i)))),
+                        .map(|(i, n)| wanted(n, slot(Field::Duration(i)))),
                 );
             }
         }
-        let names = names
-            .into_iter()
-            .map(|(n, slot)| {
-                let (name, label) = selector(n);
-                Wanted { name, label, slot }
-            })
-            .collect();
         Accumulator {
             names,
             tallies: Default::default(),
