@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/bench-activator.sh and scripts/profile-activator.sh: the anchor a proxy is
 # judged against. `nginx_anchor WORK UPSTREAM_PORT PROXY_PORT [EXTRA]` starts two nginx
 # processes with one worker each, on 127.0.0.1:

@@ -19,8 +19,8 @@ command -v nginx >/dev/null || need+=(nginx)
 command -v perf >/dev/null || need+=(linux-perf)
 command -v heaptrack >/dev/null || need+=(heaptrack)
 if ((${#need[@]})); then apt-get update -q && apt-get install -y -q "${need[@]}" >/dev/null; fi
-cargo build --release --bin infscale >&2
-bin=$PWD/target/release/infscale
+cargo build --profile profiling --bin infscale >&2
+bin=$PWD/target/profiling/infscale
 work=$(mktemp -d)
 source scripts/nginx-anchor.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; nginx_anchor_stop "$work"; rm -rf "$work"' EXIT
@@ -36,7 +36,7 @@ echo "nginx proxy worker $nginx_proxy, activator $activator" >&2
 if [ -z "${ONLY_HEAP:-}" ]; then
 echo "1. CPU per proxied request (wrk -t1 -c32 -d5s; perf stat on the proxy process only)"
 printf '%-10s %9s %14s %15s %14s\n' proxy "req/s" "CPU us/req" "syscalls/req" "switches/req"
-for round in 1 2; do
+for _round in 1 2; do
   for who in activator nginx; do
     if [ "$who" = activator ]; then pid=$activator; port=18183; else pid=$nginx_proxy; port=18185; fi
     perf stat -x, -e raw_syscalls:sys_enter,context-switches,task-clock -p "$pid" \

@@ -3,7 +3,7 @@
 # summary (passed, failed, ignored per file). Extra arguments go to `cargo test` before `--`.
 # PROPTEST_CASES raises (or lowers) the number of cases of the property tests.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 files=(security_namespace security_limits security_tls security_logs security_manifests
        properties_decision properties_hpa properties_serve)
 args=()

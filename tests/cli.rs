@@ -41,10 +41,48 @@ fn parse_every_top_level_fixture() {
         stderr(&out)
     );
     let text = stdout(&out);
-    for server in ["vllm", "llamacpp", "sglang", "tgi", "triton"] {
+    for server in ["vllm", "llamacpp", "sglang", "tgi", "triton", "trtllm"] {
         assert!(text.contains(server), "{text}");
     }
     assert!(text.contains("vllm-busy.prom"), "{text}");
+}
+
+/// The row of `parse`'s table for `source`, split on whitespace.
+fn row<'a>(table: &'a str, source: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .find(|l| l.contains(source))
+        .unwrap_or_else(|| panic!("no row for {source} in\n{table}"))
+        .split_whitespace()
+        .collect()
+}
+
+#[test]
+fn parse_reads_tensorrt_llm_pages_running_and_waiting() {
+    // trtllm-serve's /prometheus/metrics, and Triton with the TensorRT-LLM backend (whose own
+    // pending count is 0 there: requests wait inside the backend's executor).
+    for server in ["auto", "trtllm"] {
+        let out = infscale(&[
+            "parse",
+            "--server",
+            server,
+            &fixture("trtllm-serve.prom"),
+            &fixture("triton-trtllm.prom"),
+        ]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+        // source, server, running, waiting, kv
+        assert_eq!(
+            row(&text, "trtllm-serve.prom")[1..5],
+            ["trtllm", "12", "5", "0.69"],
+            "{text}"
+        );
+        assert_eq!(
+            row(&text, "triton-trtllm.prom")[1..5],
+            ["trtllm", "7", "3", "0.49"],
+            "{text}"
+        );
+    }
 }
 
 #[test]

@@ -12,7 +12,8 @@ pub struct Args {
     /// Where clients send requests and scrapers read /metrics.
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub listen: SocketAddr,
-    /// Whose /metrics names to export: vllm, llamacpp, sglang, tgi or triton.
+    /// Whose /metrics names to export: vllm, llamacpp, sglang, tgi, triton or trtllm (also at
+    /// /prometheus/metrics, where trtllm-serve serves it).
     #[arg(long, default_value = "vllm", value_parser = parse_dialect)]
     pub dialect: Dialect,
     /// Simulated seconds per wall second (2 serves twice as fast as the modelled GPU).

@@ -28,7 +28,8 @@ pub struct Args {
     /// The pods' metrics path.
     #[arg(long, default_value = "/metrics")]
     pub metrics_path: String,
-    /// Which server's series to read: auto, vllm, llamacpp, sglang, tgi or triton.
+    /// Which server's series to read: auto, vllm, llamacpp, sglang, tgi (archived upstream,
+    /// March 2026), triton or trtllm (trtllm-serve and Triton's TensorRT-LLM backend).
     #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<ServerChoice>())]
     pub server: ServerChoice,
     #[command(flatten)]

@@ -14,7 +14,8 @@ use std::time::Duration;
 /// Where pages come from and how to read them; shared by `parse` and `decide`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SourceArgs {
-    /// Which server's series to read: auto, vllm, llamacpp, sglang, tgi or triton.
+    /// Which server's series to read: auto, vllm, llamacpp, sglang, tgi (archived upstream,
+    /// March 2026), triton or trtllm (trtllm-serve and Triton's TensorRT-LLM backend).
     #[arg(long, default_value = "auto", value_parser = parse_server)]
     pub server: ServerChoice,
     /// An earlier page of the same replica, for rates; repeat it once per source, in order.

@@ -33,15 +33,17 @@ pub enum Dialect {
     Sglang,
     Tgi,
     Triton,
+    Trtllm,
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 5] = [
+    pub const ALL: [Dialect; 6] = [
         Dialect::Vllm,
         Dialect::Llamacpp,
         Dialect::Sglang,
         Dialect::Tgi,
         Dialect::Triton,
+        Dialect::Trtllm,
     ];
 
     /// The server whose profile reads this dialect's page.
@@ -52,6 +54,7 @@ impl Dialect {
             Dialect::Sglang => Server::Sglang,
             Dialect::Tgi => Server::Tgi,
             Dialect::Triton => Server::Triton,
+            Dialect::Trtllm => Server::Trtllm,
         }
     }
 }
@@ -66,8 +69,9 @@ impl FromStr for Dialect {
             "sglang" => Ok(Dialect::Sglang),
             "tgi" => Ok(Dialect::Tgi),
             "triton" => Ok(Dialect::Triton),
+            "trtllm" | "tensorrt-llm" | "tensorrt_llm" => Ok(Dialect::Trtllm),
             _ => Err(format!(
-                "unknown dialect {s:?}: expected vllm, llamacpp, sglang, tgi or triton"
+                "unknown dialect {s:?}: expected vllm, llamacpp, sglang, tgi, triton or trtllm"
             )),
         }
     }

@@ -1,6 +1,7 @@
 //! The `/metrics` page in each server's dialect, from the engine's [`Stats`].
 //!
-//! The series names, types and labels are the ones vLLM, llama.cpp, SGLang, TGI and Triton export
+//! The series names, types and labels are the ones vLLM, llama.cpp, SGLang, TGI, Triton and
+//! trtllm-serve export
 //! (see the profiles in [`crate::metrics::profile`], which read these pages back): running and
 //! waiting (or queue) gauges, KV usage where the server has one, a TTFT histogram where it has
 //! one, prompt and output token counters, a success counter, and the process CPU counter where the
@@ -375,6 +376,62 @@ fn triton(s: &Stats, model: &str) -> String {
     p.out
 }
 
+/// trtllm-serve's `/prometheus/metrics` (tensorrt_llm/metrics/collector.py).
+fn trtllm(s: &Stats, model: &str) -> String {
+    let mut p = Page::new(&[("model_name", model), ("engine_type", "trtllm")]);
+    p.one(
+        "trtllm_num_requests_running",
+        "gauge",
+        "Number of active requests",
+        s.running as f64,
+    );
+    p.one(
+        "trtllm_num_requests_waiting",
+        "gauge",
+        "Number of queued requests",
+        s.waiting as f64,
+    );
+    p.one(
+        "trtllm_kv_cache_utilization",
+        "gauge",
+        "KV cache utilization",
+        s.kv_usage,
+    );
+    p.one(
+        "trtllm_prompt_tokens_total",
+        "counter",
+        "Cumulative number of prompt (input) tokens processed.",
+        s.prompt_tokens as f64,
+    );
+    p.one(
+        "trtllm_generation_tokens_total",
+        "counter",
+        "Cumulative number of generation (output) tokens produced.",
+        s.generation_tokens.floor(),
+    );
+    p.head(
+        "trtllm_request_success_total",
+        "counter",
+        "Count of successfully processed requests.",
+    );
+    p.sample(
+        "trtllm_request_success_total",
+        "finished_reason=\"length\"",
+        s.success as f64,
+    );
+    p.histogram(
+        "trtllm_time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        &TTFT_BUCKETS,
+        1.0,
+        &s.ttft_counts,
+        s.ttft_sum_s,
+    );
+    // Its prometheus_client registry carries the process collector.
+    cpu(&mut p, s);
+    p.out
+}
+
 /// The page for `dialect`.
 pub fn render(dialect: Dialect, stats: &Stats, model: &str) -> String {
     match dialect {
@@ -383,6 +440,7 @@ pub fn render(dialect: Dialect, stats: &Stats, model: &str) -> String {
         Dialect::Sglang => sglang(stats, model),
         Dialect::Tgi => tgi(stats),
         Dialect::Triton => triton(stats, model),
+        Dialect::Trtllm => trtllm(stats, model),
     }
 }
 
@@ -419,7 +477,7 @@ mod tests {
             if dialect != Dialect::Triton {
                 assert_eq!(s.running, Some(4.0), "{dialect}");
             }
-            if matches!(dialect, Dialect::Vllm | Dialect::Sglang) {
+            if matches!(dialect, Dialect::Vllm | Dialect::Sglang | Dialect::Trtllm) {
                 assert_eq!(s.kv, Some(0.25));
                 assert_eq!(s.counters.cpu_seconds, Some(3.0));
                 assert_eq!(s.counters.output_tokens, Some(50.0));

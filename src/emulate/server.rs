@@ -208,7 +208,8 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
             }
             _ => full(StatusCode::OK, "application/json", ""),
         },
-        (&Method::GET, "/metrics", _) => {
+        // trtllm-serve serves its page at /prometheus/metrics.
+        (&Method::GET, "/metrics" | "/prometheus/metrics", _) => {
             let stats = match state.stats.lock() {
                 Ok(s) => s.clone(),
                 Err(poisoned) => poisoned.into_inner().clone(),
@@ -228,7 +229,7 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
             }]})
             .to_string(),
         ),
-        (_, "/health" | "/metrics" | "/v1/models", _) | (_, _, Some(_)) => {
+        (_, "/health" | "/metrics" | "/prometheus/metrics" | "/v1/models", _) | (_, _, Some(_)) => {
             error(&ApiError::status(
                 StatusCode::METHOD_NOT_ALLOWED,
                 format!("{} is not allowed on {path}", req.method()),

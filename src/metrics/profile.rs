@@ -1,12 +1,14 @@
 //! What each model server calls its load, and one page read into [`Signals`].
 //!
-//! vLLM, llama.cpp, SGLang, TGI and Triton export the same few quantities under different names:
+//! vLLM, llama.cpp, SGLang, TGI, TensorRT-LLM and Triton export the same few quantities under different names:
 //! requests in the running batch, requests waiting for a slot, KV-cache pressure, and counters
 //! that only mean something as rates. A [`Profile`] maps those names; [`read_page`] makes a single
 //! pass over the page with every wanted name decided before labels are touched, sums running and
 //! waiting across label sets (a vLLM pod with data parallelism reports one `engine` per engine),
 //! and takes the maximum KV usage (the fullest engine preempts first). With [`ServerChoice::Auto`]
-//! the first profile whose queue series appear on the page wins.
+//! the first profile whose queue series appear on the page wins. A name may carry one label
+//! selector, `name{label="value"}`, for servers that put several quantities under one name
+//! (Triton's TensorRT-LLM backend: `nv_trt_llm_request_metrics{request_type="active"}`).
 
 use super::exposition::{self, Sample, Scan, Visitor};
 use super::histogram::Histogram;
@@ -21,17 +23,22 @@ pub enum Server {
     Vllm,
     LlamaCpp,
     Sglang,
+    /// Archived upstream (March 2026); kept for the servers still running it.
     Tgi,
     Triton,
+    /// TensorRT-LLM: `trtllm-serve` (`/prometheus/metrics`) and Triton's TensorRT-LLM backend.
+    Trtllm,
 }
 
 impl Server {
-    /// In the order `auto` tries them.
-    pub const ALL: [Server; 5] = [
+    /// In the order `auto` tries them: TensorRT-LLM before Triton, since Triton's TensorRT-LLM
+    /// backend pages carry Triton's own queue series too.
+    pub const ALL: [Server; 6] = [
         Server::Vllm,
         Server::LlamaCpp,
         Server::Sglang,
         Server::Tgi,
+        Server::Trtllm,
         Server::Triton,
     ];
 
@@ -42,6 +49,7 @@ impl Server {
             Server::Sglang => "sglang",
             Server::Tgi => "tgi",
             Server::Triton => "triton",
+            Server::Trtllm => "trtllm",
         }
     }
 
@@ -75,8 +83,9 @@ impl FromStr for ServerChoice {
             "sglang" => Ok(ServerChoice::Is(Server::Sglang)),
             "tgi" => Ok(ServerChoice::Is(Server::Tgi)),
             "triton" => Ok(ServerChoice::Is(Server::Triton)),
+            "trtllm" | "tensorrt-llm" | "tensorrt_llm" => Ok(ServerChoice::Is(Server::Trtllm)),
             _ => Err(format!(
-                "unknown server {s:?}: expected auto, vllm, llamacpp, sglang, tgi or triton"
+                "unknown server {s:?}: expected auto, vllm, llamacpp, sglang, tgi, triton or trtllm"
             )),
         }
     }
@@ -113,7 +122,7 @@ pub struct Profile {
 /// The CPU counter every server's process collector exports.
 pub const CPU_SECONDS: &str = "process_cpu_seconds_total";
 
-static PROFILES: [Profile; 5] = [
+static PROFILES: [Profile; 6] = [
     Profile {
         server: Server::Vllm,
         running: &["vllm:num_requests_running"],
@@ -163,7 +172,39 @@ static PROFILES: [Profile; 5] = [
             "nv_inference_compute_infer_duration_us",
         ]),
     },
+    // trtllm-serve's names (tensorrt_llm/metrics/collector.py), then the Triton TensorRT-LLM
+    // backend's (its README, "Triton Metrics"): "active" is the in-flight batch, "waiting" the
+    // queue (backends before the "waiting" type have no queue series and read as missing).
+    Profile {
+        server: Server::Trtllm,
+        running: &[
+            "trtllm_num_requests_running",
+            "nv_trt_llm_request_metrics{request_type=\"active\"}",
+        ],
+        waiting: &[
+            "trtllm_num_requests_waiting",
+            "nv_trt_llm_request_metrics{request_type=\"waiting\"}",
+        ],
+        kv: &[
+            "trtllm_kv_cache_utilization",
+            "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\"}",
+        ],
+        output_tokens: &["trtllm_generation_tokens_total"],
+        ttft_buckets: Some(("trtllm_time_to_first_token_seconds_bucket", 1.0)),
+        durations: None,
+    },
 ];
+
+/// A profile name split into the metric name and its label selector, if any:
+/// `a{b="c"}` is `("a", Some(("b", "c")))`.
+fn selector(name: &'static str) -> (&'static str, Option<(&'static str, &'static str)>) {
+    let Some((metric, rest)) = name.split_once('{') else {
+        return (name, None);
+    };
+    let inner = rest.trim_end_matches('}');
+    let label = inner.split_once('=').map(|(l, v)| (l, v.trim_matches('"')));
+    (metric, label)
+}
 
 impl Profile {
     /// The series whose presence identifies this server.
@@ -279,13 +320,21 @@ struct Tally {
     durations: [Option<f64>; 3],
 }
 
+/// One series looked for: its metric name, the label it must carry (if any), and where it goes.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
+    name: &'static str,
+    label: Option<(&'static str, &'static str)>,
+    slot: Slot,
+}
+
 struct Accumulator {
-    /// Every name looked for, and where its samples go.
-    names: Vec<(&'static str, Slot)>,
-    tallies: [Tally; 5],
+    /// Every series looked for.
+    names: Vec<Wanted>,
+    tallies: [Tally; 6],
     cpu: Option<f64>,
-    /// Where the sample just accepted by `wants` goes.
-    current: Option<Slot>,
+    /// The first entry of `names` for the sample just accepted by `wants`.
+    current: Option<usize>,
 }
 
 fn add(slot: &mut Option<f64>, value: f64) {
@@ -294,7 +343,11 @@ fn add(slot: &mut Option<f64>, value: f64) {
 
 impl Accumulator {
     fn new(choice: ServerChoice) -> Self {
-        let mut names = vec![(CPU_SECONDS, Slot::Cpu)];
+        let wanted = |n: &'static str, slot| {
+            let (name, label) = selector(n);
+            Wanted { name, label, slot }
+        };
+        let mut names = vec![wanted(CPU_SECONDS, Slot::Cpu)];
         for profile in &PROFILES {
             if matches!(choice, ServerChoice::Is(s) if s != profile.server) {
                 continue;
@@ -306,23 +359,23 @@ impl Accumulator {
                 (profile.output_tokens, Field::OutputTokens),
             ];
             for (list, field) in fields {
-                names.extend(list.iter().map(|n| (*n, slot(field))));
+                names.extend(list.iter().map(|n| wanted(n, slot(field))));
             }
             names.extend(
                 profile
                     .kv
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| (*n, slot(Field::Kv(i)))),
+                    .map(|(i, n)| wanted(n, slot(Field::Kv(i)))),
             );
             if let Some((name, _)) = profile.ttft_buckets {
-                names.push((name, slot(Field::Ttft)));
+                names.push(wanted(name, slot(Field::Ttft)));
             }
             if let Some(list) = profile.durations {
                 names.extend(
                     list.iter()
                         .enumerate()
-                        .map(|(i, n)| (*n, slot(Field::Duration(i)))),
+                        .map(|(i, n)| wanted(n, slot(Field::Duration(i)))),
                 );
             }
         }
@@ -337,10 +390,21 @@ impl Accumulator {
     fn finish(self, choice: ServerChoice) -> Result<Signals, ProfileError> {
         let found = match choice {
             ServerChoice::Is(server) => Some(server),
-            ServerChoice::Auto => Server::ALL.into_iter().find(|s| {
-                let t = &self.tallies[*s as usize];
-                t.running.is_some() || t.waiting.is_some()
-            }),
+            // The first server whose queue series are all on the page, else the first with any
+            // (an old Triton TensorRT-LLM backend has "active" but no "waiting": Triton's own
+            // pending count reads it).
+            ServerChoice::Auto => {
+                let tally = |s: &Server| &self.tallies[*s as usize];
+                let complete = |s: &Server| {
+                    let t = tally(s);
+                    t.waiting.is_some() && (s.profile().running.is_empty() || t.running.is_some())
+                };
+                let any = |s: &Server| tally(s).running.is_some() || tally(s).waiting.is_some();
+                Server::ALL
+                    .into_iter()
+                    .find(complete)
+                    .or_else(|| Server::ALL.into_iter().find(any))
+            }
         };
         let Some(server) = found else {
             let looked_for: Vec<String> = Server::ALL
@@ -390,11 +454,7 @@ impl Accumulator {
 
 impl Visitor for Accumulator {
     fn wants(&mut self, name: &str) -> bool {
-        self.current = self
-            .names
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, slot)| *slot);
+        self.current = self.names.iter().position(|w| w.name == name);
         self.current.is_some()
     }
 
@@ -403,8 +463,21 @@ impl Visitor for Accumulator {
         if !sample.value.is_finite() || sample.value < 0.0 {
             return;
         }
+        let Some(first) = self.current else {
+            return;
+        };
+        // The first entry for this name whose label selector the sample meets.
+        let name = self.names[first].name;
+        let slot = self.names[first..]
+            .iter()
+            .filter(|w| w.name == name)
+            .find(|w| {
+                w.label
+                    .is_none_or(|(label, want)| sample.label(label).is_some_and(|v| v == want))
+            })
+            .map(|w| w.slot);
         let value = sample.value;
-        let (server, field) = match self.current {
+        let (server, field) = match slot {
             None => return,
             Some(Slot::Cpu) => return add(&mut self.cpu, value),
             Some(Slot::Of(server, field)) => (server, field),

@@ -108,6 +108,65 @@ fn triton_running_needs_two_scrapes() {
 }
 
 #[test]
+fn trtllm_serve() {
+    let s = auto(fixture!("trtllm-serve.prom"));
+    assert_eq!(s.server, Server::Trtllm);
+    assert_eq!(
+        (s.running, s.waiting, s.kv),
+        (Some(12.0), 5.0, Some(0.6875))
+    );
+    assert_eq!(s.counters.output_tokens, Some(402133.0));
+    assert_eq!(s.counters.ttft.unwrap().observations(), Some(1742.0));
+}
+
+#[test]
+fn triton_tensorrt_llm_backend_reads_active_and_waiting_not_triton_pending() {
+    // Triton's own pending count is 0 on this page: the backend queues inside its executor.
+    let s = auto(fixture!("triton-trtllm.prom"));
+    assert_eq!(s.server, Server::Trtllm);
+    assert_eq!((s.running, s.waiting, s.kv), (Some(7.0), 3.0, Some(0.4875)));
+    let named = signals(fixture!("triton-trtllm.prom"), "trtllm".parse().unwrap());
+    assert_eq!((named.running, named.waiting), (Some(7.0), 3.0));
+}
+
+#[test]
+fn triton_tensorrt_llm_backend_without_waiting_type_stays_triton() {
+    // Backends before the "waiting" request type: no TensorRT-LLM queue series, so auto falls
+    // back to Triton's pending count instead of failing on a missing series.
+    let page = String::from_utf8(fixture!("triton-trtllm.prom").to_vec()).unwrap();
+    let old: String = page
+        .lines()
+        .filter(|l| !l.contains("request_type=\"waiting\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let s = auto(old.as_bytes());
+    assert_eq!(s.server, Server::Triton);
+    assert_eq!(s.waiting, 0.0);
+    let named = read_page(old.as_bytes(), ServerChoice::Is(Server::Trtllm));
+    assert_eq!(
+        named.signals,
+        Err(ProfileError::WrongServer {
+            configured: Server::Trtllm,
+            seen: Server::Triton
+        })
+    );
+}
+
+#[test]
+fn label_selector_matches_only_its_value() {
+    let page = b"nv_trt_llm_request_metrics{request_type=\"max\"} 512\n\
+nv_trt_llm_request_metrics{request_type=\"active\"} 4\n\
+nv_trt_llm_request_metrics{request_type=\"scheduled\"} 4\n\
+nv_trt_llm_request_metrics{request_type=\"waiting\"} 2\n\
+nv_trt_llm_request_metrics 99\n";
+    let s = auto(page);
+    assert_eq!(
+        (s.server, s.running, s.waiting),
+        (Server::Trtllm, Some(4.0), 2.0)
+    );
+}
+
+#[test]
 fn triton_pair_gives_occupancies() {
     let before = auto(fixture!("pairs/triton-0.prom"));
     let after = auto(fixture!("pairs/triton-1.prom"));
@@ -174,6 +233,8 @@ fn a_page_of_no_known_server_lists_what_was_looked_for() {
         "sglang:num_queue_reqs",
         "tgi_queue_size",
         "nv_inference_pending_request_count",
+        "trtllm_num_requests_waiting",
+        "nv_trt_llm_request_metrics{request_type=\"waiting\"}",
     ] {
         assert!(message.contains(name), "{message}");
     }
@@ -222,6 +283,8 @@ fn server_names_parse() {
     assert_eq!("auto".parse(), Ok(ServerChoice::Auto));
     assert_eq!("llama.cpp".parse(), Ok(ServerChoice::Is(Server::LlamaCpp)));
     assert_eq!("Triton".parse(), Ok(ServerChoice::Is(Server::Triton)));
+    assert_eq!("trtllm".parse(), Ok(ServerChoice::Is(Server::Trtllm)));
+    assert_eq!("TensorRT-LLM".parse(), Ok(ServerChoice::Is(Server::Trtllm)));
     assert!("ollama".parse::<ServerChoice>().is_err());
 }
 
