@@ -168,3 +168,31 @@ fn combined_decision_is_the_larger_of_the_single_ones() {
     }
     assert_eq!(led, [true, true], "each metric leads in some case");
 }
+
+/// What `tune` and `kube` write into a ScaledObject's trigger (`metric: "queue,kv"`,
+/// `threshold: "48,0.8"`) reads back through `serve`'s metadata parser as the same metrics, and
+/// names one metric per entry.
+#[test]
+fn written_trigger_metadata_reads_back_with_every_metric() {
+    use infscale::scaling::scaled_object::trigger_metadata;
+    use infscale::serve::metadata::{AllowedActivators, TargetSpec};
+    let policy = Policy::parse("queue+kv:48,0.8,min=1").unwrap();
+    let mut meta: HashMap<String, String> = trigger_metadata(&policy, 0.0)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    assert_eq!(meta.get("metric").map(String::as_str), Some("queue,kv"));
+    assert_eq!(meta.get("threshold").map(String::as_str), Some("48,0.8"));
+    meta.insert("deployment".into(), "chat".into());
+    let spec =
+        TargetSpec::from_metadata("chat", "llm", &meta, &AllowedActivators::default()).unwrap();
+    assert_eq!(spec.policy.metrics(), policy.metrics());
+    let names: Vec<String> = spec.metric_names().into_iter().map(|n| n.0).collect();
+    assert_eq!(names, ["infscale-queue-chat", "infscale-kv-chat"]);
+    // A list of thresholds that does not match the metrics is refused, naming the key.
+    meta.insert("threshold".into(), "48".into());
+    let e = TargetSpec::from_metadata("chat", "llm", &meta, &AllowedActivators::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("threshold") && e.contains("kv"), "{e}");
+}
