@@ -67,7 +67,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     save_state(args.state.as_deref(), &state)?;
     if args.json {
         let json = serde_json::json!({
-            "policy": format!("{}:{}", policy.metric, policy.target),
+            "policy": format!(
+                "{}:{}",
+                policy.metric_list("+"),
+                policy
+                    .metrics()
+                    .iter()
+                    .map(|m| m.1.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
             "current": decision.current,
             "desired": decision.desired,
             "value": decision.value,

@@ -96,6 +96,10 @@ pub struct Args {
     /// as a policy string; they come after the grid's own, so they override them).
     #[arg(long, value_name = "KEYS", default_value = "")]
     pub with: String,
+    /// A further metric per point, metric:target (e.g. none,kv:0.8): the point scales on both,
+    /// the HPA taking the larger count; `none` is the metric alone.
+    #[arg(long, default_value = "none")]
+    pub also: String,
     /// How many points of the grid to run, spread evenly over it (0: all).
     #[arg(long, default_value_t = 0)]
     pub points: usize,
@@ -183,6 +187,17 @@ impl Args {
             cooldowns,
             max: self.sim.max,
             with: self.with.trim().trim_matches(',').to_owned(),
+            also: self
+                .also
+                .split(',')
+                .map(|a| match a.trim() {
+                    "none" | "" => Ok(String::new()),
+                    a if a.contains(':') => Ok(a.to_owned()),
+                    a => Err(anyhow::anyhow!(
+                        "--also: {a:?} is not none or metric:target (e.g. kv:0.8)"
+                    )),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
         })
     }
 }

@@ -43,6 +43,9 @@ pub struct ScalerState {
     /// The value over the daily cycle, for `forecast=history`.
     #[serde(default)]
     pub daily: Daily,
+    /// The memory and last value of each further metric (`policy.also`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<super::several::OtherMetric>,
 }
 
 /// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
@@ -120,6 +123,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         scraped_since_held: state.held.seen_by(obs.scraped_at),
     });
     lines.push(line);
+    super::several::evaluate_others(policy, obs, state, &mut lines);
     Evaluation {
         demand,
         value,
@@ -304,11 +308,15 @@ pub fn hpa_sync(
     now: f64,
     lines: &mut Vec<String>,
 ) -> HpaSync {
-    let raw = value.map(|v| proposal(policy, v, status));
+    let mut raw = value.map(|v| proposal(policy, v, status));
     let mut within = false;
     if let (Some(v), Some(n)) = (value, raw) {
         within = replicas::ceil_replicas(in_targets(policy, v)) != n;
         lines.push(proposal_line(policy, v, n, status, within));
+    }
+    if !policy.also.is_empty() {
+        within = false;
+        raw = super::several::proposal_over_metrics(policy, state, value, status, current, lines);
     }
     let spec = hpa::Spec {
         min: policy.hpa_min(),
@@ -357,7 +365,11 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
             done(to, None, Why::Min, lines)
         }
         keda::Poll::Activate { to } => {
-            let wanted = eval.value.map(|v| proposal(policy, v, 0));
+            let wanted = if policy.also.is_empty() {
+                eval.value.map(|v| proposal(policy, v, 0))
+            } else {
+                super::several::proposal_over_metrics(policy, state, eval.value, 0, 0, &mut lines)
+            };
             let desired = wanted.unwrap_or(to).max(to).min(policy.max);
             lines.push(format!(
                 "{} request(s) in flight at zero: KEDA activates 0 -> {to}{}",

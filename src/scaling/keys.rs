@@ -121,7 +121,7 @@ pub const KEYS: &[Key] = &[
             "ttft",
         ]),
         default: "queue",
-        doc: "what to scale on: queue, waiting, running, kv, cpu, occupancy or ttft",
+        doc: "what to scale on: queue, waiting, running, kv, cpu, occupancy or ttft; a list (queue,kv) scales on each, the HPA taking the largest count",
     },
     Key {
         name: "target",
@@ -130,7 +130,7 @@ pub const KEYS: &[Key] = &[
         unit: "VALUE",
         kind: number(crate::limits::THRESHOLD.0, crate::limits::THRESHOLD.1),
         default: "",
-        doc: "per-replica target in the metric's unit (requests, 0..1, percent, replicas, seconds)",
+        doc: "per-replica target in the metric's unit (requests, 0..1, percent, replicas, seconds); with a metric list, one per metric in its order (48,0.8)",
     },
     Key {
         name: "min",

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod lookahead;
 pub mod policy;
 pub mod scaled_object;
+pub mod several;
 
 pub use activity::Activity;
 pub use decision::{decide, evaluate, hpa_sync, Decision, Evaluation, HpaSync, ScalerState, Why};

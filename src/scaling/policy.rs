@@ -158,6 +158,10 @@ pub struct Policy {
     /// Credit for replicas already starting.
     #[serde(default)]
     pub credit: bool,
+    /// More metrics, each with its per-replica target (`queue+kv:48,0.8`, or `metric: queue,kv`
+    /// with `threshold: 48,0.8`): the HPA proposes a count per metric and takes the largest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<(Metric, f64)>,
     /// `None` runs the HPA's legacy path (an HPA without `behavior`).
     pub behavior: Option<Behavior>,
     /// The HPA controller's flags.
@@ -193,13 +197,15 @@ impl Policy {
             slo_s: 0.0,
             guard: false,
             credit: false,
+            also: Vec::new(),
             behavior: Some(Behavior::default()),
             controller: Controller::default(),
             custom_limits: [false; 2],
         }
     }
 
-    /// Parses `metric:target[,key=value...]` and validates the result.
+    /// Parses `metric:target[,key=value...]` and validates the result. Several metrics are joined
+    /// by `+`, their targets following in the same order: `queue+kv:48,0.8,min=1`.
     pub fn parse(spec: &str) -> Result<Policy, PolicyError> {
         Self::parse_with_max(spec, DEFAULT_MAX)
     }
@@ -211,8 +217,14 @@ impl Policy {
         let (metric, target) = head
             .split_once(':')
             .ok_or_else(|| PolicyError::MissingTarget(spec.to_owned()))?;
-        let mut policy = Policy::new(metric.parse()?, 0.0);
-        policy.set("target", target)?;
+        let metrics: Vec<&str> = metric.split('+').collect();
+        let mut targets = vec![target];
+        for _ in 1..metrics.len() {
+            targets.push(parts.next().unwrap_or_default());
+        }
+        let mut policy = Policy::new(Metric::Queue, 0.0);
+        policy.set("metric", &metrics.join(","))?;
+        policy.set("target", &targets.join(","))?;
         policy.max = max;
         for part in parts.map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = part.split_once('=').ok_or_else(|| PolicyError::BadValue {
@@ -246,8 +258,29 @@ impl Policy {
             _ => {}
         }
         match key.name {
-            "metric" => self.metric = value.parse()?,
-            "target" => self.target = number(key, value)?,
+            "metric" => {
+                let mut list = value.split(['+', ',']);
+                self.metric = list.next().unwrap_or_default().parse()?;
+                let rest = list.map(str::parse).collect::<Result<Vec<Metric>, _>>()?;
+                let old = std::mem::take(&mut self.also);
+                self.also = rest
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, m)| (m, old.get(i).map_or(f64::NAN, |o| o.1)))
+                    .collect();
+            }
+            "target" => {
+                let mut list = value.split(',');
+                self.target = number(key, list.next().unwrap_or_default())?;
+                for (i, t) in list.enumerate() {
+                    let t = number(key, t)?;
+                    match self.also.get_mut(i) {
+                        Some(slot) => slot.1 = t,
+                        // More targets than metrics so far: the metric list may come later.
+                        None => self.also.push((self.metric, t)),
+                    }
+                }
+            }
             "min" => self.min = whole(key, value)?,
             "max" => self.max = whole(key, value)?,
             "activation" => self.activation = number(key, value)?,
@@ -311,18 +344,31 @@ impl Policy {
         if !(self.target.is_finite() && self.target > 0.0) {
             return bad(format!("target {} must be a positive number", self.target));
         }
+        for (i, (m, t)) in self.also.iter().enumerate() {
+            if !(t.is_finite() && *t > 0.0) {
+                return bad(format!(
+                    "metric {m} has no positive target: give one target per metric, in order \
+                     (queue+kv:48,0.8, or threshold 48,0.8)"
+                ));
+            }
+            if *m == self.metric || self.also[..i].iter().any(|o| o.0 == *m) {
+                return bad(format!(
+                    "metric {m} is named twice, or there are more targets than metrics"
+                ));
+            }
+        }
         if self.max == 0 {
             return bad("max must be at least 1".into());
         }
         if self.min > self.max {
             return bad(format!("min {} is above max {}", self.min, self.max));
         }
-        if self.min == 0 && self.metric.needs_a_pod() {
+        let pod_only = self.metrics().into_iter().find(|m| m.0.needs_a_pod());
+        if let (0, Some((metric, _))) = (self.min, pod_only) {
             return bad(format!(
-                "{} cannot scale from zero: with no pod there is no sample, so min=0 would never \
-                 wake up; use min >= 1, or a metric that counts held requests (queue, waiting, \
-                 occupancy)",
-                self.metric
+                "{metric} cannot scale from zero: with no pod there is no sample, so min=0 would \
+                 never wake up; use min >= 1, or a metric that counts held requests (queue, \
+                 waiting, occupancy)"
             ));
         }
         let non_negative = [
@@ -358,6 +404,30 @@ impl Policy {
             }
         }
         Ok(())
+    }
+
+    /// Every metric with its target, the first (`metric`, `target`) first.
+    pub fn metrics(&self) -> Vec<(Metric, f64)> {
+        let mut all = vec![(self.metric, self.target)];
+        all.extend(self.also.iter().copied());
+        all
+    }
+
+    /// The metrics' names joined by `sep` (`queue,kv`).
+    pub fn metric_list(&self, sep: &str) -> String {
+        let names: Vec<&str> = self.metrics().iter().map(|m| m.0.name()).collect();
+        names.join(sep)
+    }
+
+    /// The policy on the `i`th metric alone (0 is `metric`), everything else the same.
+    pub fn single(&self, i: usize) -> Policy {
+        let mut p = self.clone();
+        if let Some(&(metric, target)) = self.also.get(i.wrapping_sub(1)) {
+            p.metric = metric;
+            p.target = target;
+        }
+        p.also.clear();
+        p
     }
 
     /// The HPA's minimum: KEDA never lets its HPA go below 1; 0 <-> 1 is KEDA's own step.
@@ -513,6 +583,26 @@ mod tests {
         // Re-stating the default keeps it, beside the new limit.
         let p = Policy::parse("queue:24,downpercent=100,downpods=1").unwrap();
         assert_eq!(p.behavior.unwrap().scale_down.policies.len(), 2);
+    }
+
+    #[test]
+    fn parses_several_metrics() {
+        let p = Policy::parse("queue+kv:48,0.8,min=2").unwrap();
+        assert_eq!(p.metrics(), vec![(Metric::Queue, 48.0), (Metric::Kv, 0.8)]);
+        assert_eq!(p.min, 2);
+        assert_eq!(p.single(1).metrics(), vec![(Metric::Kv, 0.8)]);
+        assert_eq!(p.single(0).metrics(), vec![(Metric::Queue, 48.0)]);
+        // Through keys, in either order (trigger metadata, flags).
+        let mut q = Policy::new(Metric::Queue, 1.0);
+        q.set("target", "48,0.8").unwrap();
+        q.set("metric", "queue,kv").unwrap();
+        assert_eq!(q.metrics(), p.metrics());
+        assert!(Policy::parse("queue+kv:48").is_err());
+        assert!(Policy::parse("queue+queue:4,5").is_err());
+        assert!(Policy::parse("queue+kv:4,0.8,min=0").is_err());
+        let mut r = Policy::new(Metric::Queue, 1.0);
+        r.set("target", "4,5").unwrap();
+        assert!(r.validate().is_err(), "more targets than metrics");
     }
 
     #[test]

@@ -110,8 +110,11 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
     for key in keys::KEYS {
         let Some(name) = key.metadata() else { continue };
         let value = match key.name {
-            "metric" => policy.metric.name().to_owned(),
-            "target" => num(policy.target),
+            "metric" => policy.metric_list(","),
+            "target" => {
+                let targets: Vec<String> = policy.metrics().iter().map(|m| num(m.1)).collect();
+                targets.join(",")
+            }
             "activation" => num(policy.activation),
             "lookahead" if policy.lookahead_s > 0.0 => num(policy.lookahead_s),
             "trend" if policy.lookahead_s > 0.0 || policy.trend_window_s != DEFAULT_TREND_S => {

@@ -44,6 +44,8 @@ pub struct Report {
     pub value: Result<f64, String>,
     /// The answer for `IsActive`, or why it cannot be told (KEDA neither wakes nor sleeps).
     pub active: Result<bool, String>,
+    /// The values of the trigger's further metrics (`metric: queue,kv`), in order.
+    pub others: Vec<Result<f64, String>>,
 }
 
 /// What every collector shares.
@@ -421,7 +423,20 @@ fn conclude(
         Activity::Idle => Ok(false),
         Activity::Unknown => Err(with_cause(eval.why_activity(), &because())),
     };
-    Report { value, active }
+    let others = state
+        .others
+        .iter()
+        .map(|o| match o.value {
+            Some(v) if v.is_finite() => Ok(crate::limits::metric_value(v)),
+            Some(_) => Err("the metric came out non-finite".to_owned()),
+            None => Err(with_cause(&o.why, &because())),
+        })
+        .collect();
+    Report {
+        value,
+        active,
+        others,
+    }
 }
 
 fn with_cause(why: &str, cause: &str) -> String {
@@ -441,6 +456,7 @@ fn publish(tx: &watch::Sender<Reading>, spec: &TargetSpec, report: Report) {
             if let Reading::Ready(Report {
                 value: Err(v),
                 active: Err(a),
+                ..
             }) = &reading
             {
                 tracing::warn!(target_name = %spec.label(), value = %v, active = %a, "the trigger has no reading");

@@ -330,10 +330,15 @@ impl TargetSpec {
             ("namespace".to_owned(), self.namespace.clone()),
             ("scaledobject".to_owned(), self.name.clone()),
             ("target".to_owned(), target),
-            ("metric".to_owned(), self.policy.metric.to_string()),
+            ("metric".to_owned(), self.policy.metric_list(",")),
             (
                 "threshold".to_owned(),
-                crate::scaling::demand::fmt(self.policy.target),
+                self.policy
+                    .metrics()
+                    .iter()
+                    .map(|m| crate::scaling::demand::fmt(m.1))
+                    .collect::<Vec<_>>()
+                    .join(","),
             ),
         ]
     }
@@ -348,11 +353,22 @@ impl TargetSpec {
 
     /// The metric's name: `infscale-<metric>-<deployment or ScaledObject>`.
     pub fn metric_name(&self) -> String {
+        let names = self.metric_names();
+        names.into_iter().next().map(|n| n.0).unwrap_or_default()
+    }
+
+    /// Every metric's name with its per-replica target (`metric: queue,kv` gives two), the
+    /// first metric first: one MetricSpec each.
+    pub fn metric_names(&self) -> Vec<(String, f64)> {
         let who = match &self.pods {
             Pods::Deployment(d) => d.as_str(),
             Pods::Selector(_) => self.name.as_str(),
         };
-        format!("infscale-{}-{who}", self.policy.metric)
+        self.policy
+            .metrics()
+            .into_iter()
+            .map(|(m, target)| (format!("infscale-{m}-{who}"), target))
+            .collect()
     }
 }
 

@@ -168,14 +168,18 @@ impl ExternalScaler for Scaler {
                 .map_err(|e| Status::invalid_argument(e.to_string()))
                 .map(|spec| {
                     let _ = self.registry.target(spec.clone());
-                    let target = spec.policy.target;
-                    Response::new(GetMetricSpecResponse {
-                        metric_specs: vec![MetricSpec {
-                            metric_name: spec.metric_name(),
+                    // One spec per metric (`metric: queue,kv`): KEDA's HPA takes the largest
+                    // of their proposals.
+                    let metric_specs = spec
+                        .metric_names()
+                        .into_iter()
+                        .map(|(metric_name, target)| MetricSpec {
+                            metric_name,
                             target_size: target.ceil() as i64,
                             target_size_float: target,
-                        }],
-                    })
+                        })
+                        .collect();
+                    Response::new(GetMetricSpecResponse { metric_specs })
                 });
         self.count("GetMetricSpec", result)
     }
@@ -184,27 +188,38 @@ impl ExternalScaler for Scaler {
         &self,
         request: Request<GetMetricsRequest>,
     ) -> Result<Response<GetMetricsResponse>, Status> {
-        let result = (|| {
-            let req = request.get_ref();
-            let r = req
-                .scaled_object_ref
-                .as_ref()
-                .ok_or_else(|| Status::invalid_argument("GetMetrics without a scaledObjectRef"))?;
-            let target = self.target(r)?;
-            let name = target.spec.metric_name();
-            if req.metric_name != name {
-                return Err(Status::not_found(format!(
-                    "metric {:?}: this trigger's metric is {name:?}",
-                    req.metric_name
-                )));
-            }
-            let value = Self::report(&target)?
-                .value
+        let result =
+            (|| {
+                let req = request.get_ref();
+                let r = req.scaled_object_ref.as_ref().ok_or_else(|| {
+                    Status::invalid_argument("GetMetrics without a scaledObjectRef")
+                })?;
+                let target = self.target(r)?;
+                // KEDA asks for one metric name at a time, one of those GetMetricSpec declared.
+                let names: Vec<String> = target
+                    .spec
+                    .metric_names()
+                    .into_iter()
+                    .map(|n| n.0)
+                    .collect();
+                let Some(index) = names.iter().position(|n| *n == req.metric_name) else {
+                    return Err(Status::not_found(format!(
+                        "metric {:?}: this trigger's metrics are {names:?}",
+                        req.metric_name
+                    )));
+                };
+                let report = Self::report(&target)?;
+                let value = match index.checked_sub(1) {
+                    None => report.value,
+                    Some(i) => report.others.get(i).cloned().unwrap_or_else(|| {
+                        Err(format!("{} is not evaluated yet", req.metric_name))
+                    }),
+                }
                 .map_err(|why| Self::unavailable(&target, &why))?;
-            Ok(Response::new(GetMetricsResponse {
-                metric_values: vec![metric_value(name, value)],
-            }))
-        })();
+                Ok(Response::new(GetMetricsResponse {
+                    metric_values: vec![metric_value(req.metric_name.clone(), value)],
+                }))
+            })();
         self.count("GetMetrics", result)
     }
 

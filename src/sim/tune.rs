@@ -25,6 +25,9 @@ pub struct Grid {
     pub max: u32,
     /// Keys added to every point, e.g. "trend=60,upwindow=30" ("" for none).
     pub with: String,
+    /// A further metric per point, `metric:target` (e.g. "kv:0.8"), or "" for none: the point
+    /// then scales on both, the HPA taking the larger count.
+    pub also: Vec<String>,
 }
 
 impl Default for Grid {
@@ -39,28 +42,31 @@ impl Default for Grid {
             cooldowns: vec![None, Some(60.0), Some(120.0)],
             max: 8,
             with: String::new(),
+            also: vec![String::new()],
         }
     }
 }
 
 impl Grid {
-    /// Every combination, as policy strings (a forecast only with a lookahead).
+    /// Every combination, as policy strings (a forecast only with a lookahead). A point with a
+    /// further metric that cannot work (a `kv` beside `min=0`) is left out.
     pub fn policies(&self) -> Vec<String> {
         let mut heads = Vec::new();
-        for &target in &self.targets {
-            for &lookahead in &self.lookaheads {
-                if lookahead <= 0.0 {
-                    heads.push(format!("{}:{}", self.metric, target));
-                    continue;
-                }
-                for forecast in &self.forecasts {
-                    let mut head = format!("{}:{},lookahead={lookahead}", self.metric, target);
-                    if forecast != "trend" {
-                        let _ = write!(head, ",forecast={forecast}");
-                    }
-                    heads.push(head);
-                }
-            }
+        let none = [String::new()];
+        let alsos = if self.also.is_empty() {
+            &none[..]
+        } else {
+            &self.also[..]
+        };
+        for also in alsos {
+            let (metric, extra) = match also.split_once(':') {
+                Some((m, t)) => (
+                    format!("{}+{}", self.metric, m.trim()),
+                    format!(",{}", t.trim()),
+                ),
+                None => (self.metric.clone(), String::new()),
+            };
+            self.heads(&metric, &extra, &mut heads);
         }
         let mut out = Vec::new();
         for head in heads {
@@ -78,12 +84,35 @@ impl Grid {
                         if !self.with.is_empty() {
                             let _ = write!(spec, ",{}", self.with);
                         }
+                        if head.contains('+') && Policy::parse(&spec).is_err() {
+                            continue;
+                        }
                         out.push(spec);
                     }
                 }
             }
         }
         out
+    }
+
+    /// The heads (`metric:target[,lookahead=..]`) for one metric list; `extra` follows the
+    /// target (`,0.8` for a further metric's).
+    fn heads(&self, metric: &str, extra: &str, heads: &mut Vec<String>) {
+        for &target in &self.targets {
+            for &lookahead in &self.lookaheads {
+                if lookahead <= 0.0 {
+                    heads.push(format!("{metric}:{target}{extra}"));
+                    continue;
+                }
+                for forecast in &self.forecasts {
+                    let mut head = format!("{metric}:{target}{extra},lookahead={lookahead}");
+                    if forecast != "trend" {
+                        let _ = write!(head, ",forecast={forecast}");
+                    }
+                    heads.push(head);
+                }
+            }
+        }
     }
 }
 
@@ -168,6 +197,30 @@ mod tests {
             peak_replicas: 1,
             scale_events: 0,
             goodput_per_gpu_hour: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_further_metric_adds_combined_points() {
+        let grid = Grid {
+            targets: vec![64.0],
+            lookaheads: vec![0.0],
+            down_windows: vec![60],
+            down_policies: vec![String::new()],
+            cooldowns: vec![None, Some(60.0)],
+            also: vec![String::new(), "kv:0.8".to_owned()],
+            ..Grid::default()
+        };
+        assert_eq!(
+            grid.policies(),
+            [
+                "queue:64,downwindow=60,max=8",
+                "queue:64,downwindow=60,min=0,cooldown=60,max=8",
+                "queue+kv:64,0.8,downwindow=60,max=8",
+            ]
+        );
+        for p in grid.policies() {
+            Policy::parse(&p).unwrap();
         }
     }
 
