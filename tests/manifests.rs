@@ -519,7 +519,7 @@ fn the_examples_agree_with_themselves_and_the_activator() {
                 .map(|t| s(&t["metadata"]["server"]).to_owned())
         })
         .collect();
-    for want in ["vllm", "llamacpp", "sglang", "auto"] {
+    for want in ["vllm", "llamacpp", "sglang", "trtllm"] {
         assert!(servers.contains(want), "no example for {want}: {servers:?}");
     }
     let mut activator = kustomize(&root().join("manifests/activator"));
