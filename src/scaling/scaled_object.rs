@@ -113,8 +113,9 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
             "metric" => policy.metric.name().to_owned(),
             "target" => num(policy.target),
             "activation" => num(policy.activation),
+            "lookahead" if policy.lookahead_auto => "auto".to_owned(),
             "lookahead" if policy.lookahead_s > 0.0 => num(policy.lookahead_s),
-            "trend" if policy.lookahead_s > 0.0 || policy.trend_window_s != DEFAULT_TREND_S => {
+            "trend" if policy.looks_ahead() || policy.trend_window_s != DEFAULT_TREND_S => {
                 num(policy.trend_window_s)
             }
             "forecast" if policy.forecast != Forecast::Trend => policy.forecast.name().to_owned(),
@@ -125,7 +126,12 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
         };
         out.push((name, value));
     }
-    if policy.lookahead_s > 0.0 {
+    if policy.lookahead_auto {
+        // The prior `auto` starts from, when one is set.
+        if policy.lookahead_s > 0.0 {
+            out.push(("coldStartSeconds", num(policy.lookahead_s)));
+        }
+    } else if policy.lookahead_s > 0.0 {
         out.push(("coldStartSeconds", num(cold_start_s)));
     }
     out
@@ -391,6 +397,7 @@ pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
     let trigger = |p: &Policy| {
         (
             p.lookahead_s,
+            p.lookahead_auto,
             p.trend_window_s,
             p.forecast,
             p.slo_s,
