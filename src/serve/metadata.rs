@@ -416,7 +416,10 @@ mod tests {
             ("lookaheadSeconds", "auto"),
         ])
         .unwrap();
-        assert_eq!((s.policy.lookahead_s, s.policy.lookahead_auto), (90.0, true));
+        assert_eq!(
+            (s.policy.lookahead_s, s.policy.lookahead_auto),
+            (90.0, true)
+        );
         assert_eq!(s.policy.with_horizon(Some(50.0)).lookahead_s, 50.0);
         assert_eq!(s.policy.with_horizon(None).lookahead_s, 90.0);
     }
