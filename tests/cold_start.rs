@@ -146,3 +146,55 @@ async fn a_learned_cold_start_is_exported_and_used_by_lookahead_auto() {
     );
     ramp.abort();
 }
+
+/// The simulator learns as `serve` does: with `lookahead=auto`, before any replica it ordered
+/// is Ready the horizon is the prior (0 here: no lookahead); after, the cold start its replicas
+/// took. Seen in the timeline's reasons (what `simulate --timeline` prints).
+#[test]
+fn the_simulator_learns_its_own_cold_start_for_lookahead_auto() {
+    use infscale::scaling::cold_start::BOUNDS;
+    use infscale::scaling::Policy;
+    use infscale::sim::gpu::GpuModel;
+    use infscale::sim::replica::Hardware;
+    use infscale::sim::run::{run, Settings};
+    use infscale::sim::trace::Scenario;
+
+    let trace = Scenario::default_day().generate().expect("the default day");
+    let hw = Hardware::new(GpuModel::default());
+    let cold = hw.gpu.cold_start_s().clamp(BOUNDS.0, BOUNDS.1);
+    let settings = Settings {
+        record_timeline: true,
+        ..Settings::default()
+    };
+    let policy = Policy::parse_with_max("queue:24,lookahead=auto", 8).expect("policy");
+    let r = run(&trace, &hw, &policy, &settings);
+    let first_up = r
+        .timeline
+        .iter()
+        .find(|e| e.to > e.from)
+        .expect("a scale-up")
+        .t;
+    let ahead = |e: &infscale::sim::run::TimelineEntry| {
+        e.lines
+            .iter()
+            .find(|l| l.starts_with("lookahead: trend") && l.contains(" s ahead"))
+            .cloned()
+    };
+    let before: Vec<String> = r
+        .timeline
+        .iter()
+        .filter(|e| e.t <= first_up + cold - 1.0)
+        .filter_map(ahead)
+        .collect();
+    assert!(before.is_empty(), "no horizon before a start: {before:?}");
+    let after: Vec<String> = r
+        .timeline
+        .iter()
+        .filter(|e| e.t > first_up + cold + 1.0)
+        .filter_map(ahead)
+        .collect();
+    println!("cold start {cold} s; after: {:?}", after.first());
+    assert!(!after.is_empty(), "the learned horizon is used");
+    let horizon = format!("{} s ahead", infscale::scaling::demand::fmt(cold));
+    assert!(after.iter().all(|l| l.contains(&horizon)), "{after:?}");
+}
