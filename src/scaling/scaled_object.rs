@@ -489,6 +489,7 @@ mod tests {
             "waiting:3.5,activation=2,tolerance=0.05,upwindow=30,uppercent=50,upperiod=30",
             "occupancy:2,downpercent=10,downperiod=60,downselect=Min,uptolerance=0.2",
             "queue:24,legacy=true,max=20",
+            "queue:24,lookahead=auto,trend=20",
         ] {
             let p = Policy::parse(spec).unwrap();
             let back = read(&render(&p, &target(p.min == 0))).unwrap();
