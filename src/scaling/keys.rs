@@ -83,6 +83,9 @@ impl Key {
     /// What the value must be, for error messages.
     pub fn expected(&self) -> String {
         match self.kind {
+            Kind::Number { min, max } if self.name == "lookahead" => {
+                format!("expected a number from {min} to {max}, or auto")
+            }
             Kind::Number { min, max } => format!("expected a number from {min} to {max}"),
             Kind::Whole { min, max } => format!("expected a whole number from {min} to {max}"),
             Kind::Word(words) => format!("expected one of {}", words.join(", ")),
@@ -175,7 +178,7 @@ pub const KEYS: &[Key] = &[
         unit: "SECONDS",
         kind: number(0.0, HOUR as f64),
         default: "0",
-        doc: "how far ahead demand is projected along its trend (the cold start)",
+        doc: "how far ahead demand is projected along its trend (the cold start); `auto`: the cold start `serve` learns from the pods, `coldStartSeconds` (else 0) until one is seen",
     },
     Key {
         name: "trend",

@@ -7,6 +7,7 @@
 //! them in order and keeps the reasons. All pure: time is a parameter, nothing here does I/O.
 
 pub mod activity;
+pub mod cold_start;
 pub mod decision;
 pub mod demand;
 pub mod fleet;

@@ -144,6 +144,10 @@ pub struct Policy {
     pub cooldown_s: f64,
     /// How far ahead to project demand from its recent trend (the cold start), seconds.
     pub lookahead_s: f64,
+    /// `lookahead=auto`: the horizon is the learned cold start where one is known (`serve`
+    /// learns it from the pods, [`super::cold_start`]); `lookahead_s` is then the prior.
+    #[serde(default)]
+    pub lookahead_auto: bool,
     /// How much recent history the trend is fitted over, seconds.
     pub trend_window_s: f64,
     /// How the lookahead projects.
@@ -192,6 +196,7 @@ impl Policy {
             activation: 0.0,
             cooldown_s: 300.0,
             lookahead_s: 0.0,
+            lookahead_auto: false,
             trend_window_s: DEFAULT_TREND_S,
             forecast: Forecast::Trend,
             slo_s: 0.0,
@@ -285,7 +290,11 @@ impl Policy {
             "max" => self.max = whole(key, value)?,
             "activation" => self.activation = number(key, value)?,
             "cooldown" => self.cooldown_s = number(key, value)?,
-            "lookahead" => self.lookahead_s = number(key, value)?,
+            "lookahead" if value.trim().eq_ignore_ascii_case("auto") => self.lookahead_auto = true,
+            "lookahead" => {
+                self.lookahead_s = number(key, value)?;
+                self.lookahead_auto = false;
+            }
             "trend" => self.trend_window_s = number(key, value)?,
             "forecast" => self.forecast = forecast(key, value)?,
             "slo" => self.slo_s = number(key, value)?,
@@ -430,6 +439,23 @@ impl Policy {
         p
     }
 
+    /// Whether demand is projected at all (a lookahead set, or learned).
+    pub fn looks_ahead(&self) -> bool {
+        self.lookahead_s > 0.0 || self.lookahead_auto
+    }
+
+    /// The policy with the horizon `auto` stands for: the learned cold start, if any.
+    pub fn with_horizon(&self, learned: Option<f64>) -> std::borrow::Cow<'_, Policy> {
+        match learned {
+            Some(h) if self.lookahead_auto && h.is_finite() && h >= 0.0 => {
+                let mut p = self.clone();
+                p.lookahead_s = h;
+                std::borrow::Cow::Owned(p)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+
     /// The HPA's minimum: KEDA never lets its HPA go below 1; 0 <-> 1 is KEDA's own step.
     pub fn hpa_min(&self) -> u32 {
         self.min.max(1)
@@ -539,6 +565,18 @@ mod tests {
         let p = Policy::parse("waiting:3.5,uptolerance=0,downtolerance=0").unwrap();
         let none = p.controller.tolerances(p.behavior.as_ref());
         assert_eq!((none.scale_up, none.scale_down), (0.0, 0.0));
+    }
+
+    #[test]
+    fn lookahead_auto() {
+        let p = Policy::parse("queue:24,lookahead=auto").unwrap();
+        assert!(p.lookahead_auto && p.looks_ahead());
+        assert_eq!(p.lookahead_s, 0.0, "no prior given");
+        assert_eq!(p.with_horizon(Some(45.0)).lookahead_s, 45.0);
+        let fixed = Policy::parse("queue:24,lookahead=90").unwrap();
+        assert_eq!(fixed.with_horizon(Some(45.0)).lookahead_s, 90.0);
+        let e = Policy::parse("queue:24,lookahead=soon").unwrap_err();
+        assert!(e.to_string().contains("or auto"), "{e}");
     }
 
     #[test]

@@ -116,8 +116,9 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
                 targets.join(",")
             }
             "activation" => num(policy.activation),
+            "lookahead" if policy.lookahead_auto => "auto".to_owned(),
             "lookahead" if policy.lookahead_s > 0.0 => num(policy.lookahead_s),
-            "trend" if policy.lookahead_s > 0.0 || policy.trend_window_s != DEFAULT_TREND_S => {
+            "trend" if policy.looks_ahead() || policy.trend_window_s != DEFAULT_TREND_S => {
                 num(policy.trend_window_s)
             }
             "forecast" if policy.forecast != Forecast::Trend => policy.forecast.name().to_owned(),
@@ -128,7 +129,12 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
         };
         out.push((name, value));
     }
-    if policy.lookahead_s > 0.0 {
+    if policy.lookahead_auto {
+        // The prior `auto` starts from, when one is set.
+        if policy.lookahead_s > 0.0 {
+            out.push(("coldStartSeconds", num(policy.lookahead_s)));
+        }
+    } else if policy.lookahead_s > 0.0 {
         out.push(("coldStartSeconds", num(cold_start_s)));
     }
     out
@@ -394,6 +400,7 @@ pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
     let trigger = |p: &Policy| {
         (
             p.lookahead_s,
+            p.lookahead_auto,
             p.trend_window_s,
             p.forecast,
             p.slo_s,
@@ -485,6 +492,7 @@ mod tests {
             "waiting:3.5,activation=2,tolerance=0.05,upwindow=30,uppercent=50,upperiod=30",
             "occupancy:2,downpercent=10,downperiod=60,downselect=Min,uptolerance=0.2",
             "queue:24,legacy=true,max=20",
+            "queue:24,lookahead=auto,trend=20",
         ] {
             let p = Policy::parse(spec).unwrap();
             let back = read(&render(&p, &target(p.min == 0))).unwrap();

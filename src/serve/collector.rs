@@ -12,7 +12,7 @@
 
 use super::activator::Counts;
 use super::activators;
-use super::discovery::{Discovery, DiscoveryError, PodEndpoint};
+use super::discovery::{Discovery, DiscoveryError, PodEndpoint, PodStart};
 use super::limits::Limits;
 use super::metadata::TargetSpec;
 use super::scrape::{ScrapeError, Scraper};
@@ -20,6 +20,7 @@ use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
+use crate::scaling::cold_start::ColdStarts;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
 use crate::scaling::Observation;
 use crate::scaling::{evaluate, Activity, ScalerState};
@@ -74,6 +75,8 @@ enum Round {
         pods: Vec<PodEndpoint>,
         /// When each pod still starting was created, on the collector's clock.
         starting_since: Vec<f64>,
+        /// The Ready pods' starts, for the learned cold start.
+        starts: Vec<PodStart>,
         pages: Vec<(Result<Vec<u8>, ScrapeError>, Duration)>,
     },
 }
@@ -137,6 +140,11 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     // it as it was (RequestCount grows with every request) evaluates nothing.
     let mut evaluated_held: Option<Option<f64>> = None;
     let mut follower_alive = counts.is_some();
+    // The cold start learned from the pods' starts (`lookaheadSeconds: auto`).
+    let mut cold = ColdStarts::default();
+    if spec.policy.lookahead_auto {
+        series.cold_start(spec.policy.lookahead_s);
+    }
     loop {
         let counts_changed = async {
             match counts.as_mut() {
@@ -147,6 +155,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
         let scraped = tokio::select! {
             round = rounds.recv() => {
                 let Some(round) = round else { return };
+                learn(&mut cold, &round, &series);
                 pods = read_round(&spec, &series, &mut log, round, &mut state.counters);
                 true
             }
@@ -168,12 +177,39 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             continue;
         }
         evaluated_held = Some(held);
-        let report = conclude(&shared, &spec, &pods, held, counts.as_ref(), &mut state);
+        let report = conclude(
+            &shared,
+            &spec,
+            &pods,
+            held,
+            counts.as_ref(),
+            &mut state,
+            cold.learned(),
+        );
         series.report(report.value.clone().ok(), report.active.clone().ok());
         publish(&tx, &spec, report);
         if tx.is_closed() {
             return;
         }
+    }
+}
+
+/// Takes the round's new pod starts into the learned cold start, and exports it when it moved.
+fn learn(cold: &mut ColdStarts, round: &Round, series: &TriggerSeries) {
+    let Round::Scraped { starts, .. } = round else {
+        return;
+    };
+    let mut taken = false;
+    for s in starts {
+        taken |= cold.observe(&s.pod, s.created_s, s.ready_s);
+    }
+    if let (true, Some(learned)) = (taken, cold.learned()) {
+        tracing::info!(
+            cold_start_s = learned,
+            starts = cold.len(),
+            "learned cold start"
+        );
+        series.cold_start(learned);
     }
 }
 
@@ -232,12 +268,14 @@ async fn one_round(shared: &Shared, spec: &TargetSpec, discovery: &mut Option<Di
         .iter()
         .map(|age| started_at - age)
         .collect();
+    let starts = listed.starts;
     let pods = listed.endpoints;
     let pages = shared.scraper.scrape_each(&pods, spec.scrape_timeout).await;
     Round::Scraped {
         started_at,
         pods,
         starting_since,
+        starts,
         pages,
     }
 }
@@ -271,6 +309,7 @@ fn read_round(
             pods,
             starting_since,
             pages,
+            ..
         } => (started_at, pods, starting_since, pages),
     };
     log.no_pods = None;
@@ -387,6 +426,7 @@ fn conclude(
     held: Option<f64>,
     counts: Option<&watch::Receiver<Counts>>,
     state: &mut ScalerState,
+    learned_cold_start: Option<f64>,
 ) -> Report {
     let empty = Fleet::default();
     let (fleet, scraped_at, starting) = match pods {
@@ -398,7 +438,7 @@ fn conclude(
         starting_since: starting,
         ..fleet.observation(shared.now(), ready, Some(ready), held, scraped_at)
     };
-    let eval = evaluate(&spec.policy, &obs, state);
+    let eval = evaluate(&spec.policy.with_horizon(learned_cold_start), &obs, state);
     tracing::debug!(value = ?eval.value, activity = ?eval.activity, reasons = ?eval.lines, "evaluated");
     // Say why, with the cause underneath: the pods' or the activator's error.
     let because = || {

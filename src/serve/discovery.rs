@@ -64,6 +64,42 @@ pub struct Listed {
     /// Seconds since each pod not yet Ready (and not being deleted) was created: the replicas
     /// still starting, which `creditStarting` counts by their expected ready time.
     pub starting_ages: Vec<f64>,
+    /// Each Ready pod's start (creation to Ready), for the learned cold start.
+    pub starts: Vec<PodStart>,
+}
+
+/// When a Ready pod was created and when its Ready condition last turned True, wall-clock
+/// seconds since the Unix epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodStart {
+    pub pod: String,
+    pub created_s: f64,
+    pub ready_s: f64,
+}
+
+fn seconds_of(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f64 {
+    t.0.as_millisecond() as f64 / 1000.0
+}
+
+/// The starts of the pods that are Ready (and not being deleted) with both times known.
+pub fn pod_starts<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Vec<PodStart> {
+    pods.into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter_map(|pod| {
+            let ready = pod
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "Ready" && c.status == "True")?;
+            Some(PodStart {
+                pod: pod.metadata.name.clone()?,
+                created_s: seconds_of(pod.metadata.creation_timestamp.as_ref()?),
+                ready_s: seconds_of(ready.last_transition_time.as_ref()?),
+            })
+        })
+        .collect()
 }
 
 /// Seconds since the Unix epoch, by the wall clock (pod creation times are wall-clock times).
@@ -91,7 +127,7 @@ pub fn starting_ages<'a>(pods: impl IntoIterator<Item = &'a Pod>, wall_now_s: f6
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .map_or(wall_now_s, |t| t.0.as_millisecond() as f64 / 1000.0);
+                .map_or(wall_now_s, seconds_of);
             (wall_now_s - created).max(0.0)
         })
         .collect()
@@ -313,6 +349,7 @@ impl Discovery {
             Discovery::Static(pods) => Ok(Listed {
                 endpoints: pods.clone(),
                 starting_ages: Vec::new(),
+                starts: Vec::new(),
             }),
             Discovery::Kube(k) => {
                 ctx.api.check(ctx.staleness)?;
@@ -400,6 +437,7 @@ impl KubeDiscovery {
                 .iter()
                 .filter_map(|pod| self.shape.endpoint(pod))
                 .collect(),
+            starts: pod_starts(matching.iter().copied()),
             starting_ages: starting_ages(matching, wall_clock_s()),
         })
     }
@@ -551,5 +589,32 @@ mod tests {
             pod(Some(2_000), false, false), // clock skew: not in the future
         ];
         assert_eq!(starting_ages(&pods, 1_060.0), vec![60.0, 30.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn a_ready_pod_gives_its_start() {
+        let mut ready = pod(Some(1_000), true, false);
+        ready.metadata.name = Some("a".into());
+        if let Some(c) = ready
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            c.last_transition_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_045).unwrap(),
+            ));
+        }
+        let mut starting = pod(Some(1_000), false, false);
+        starting.metadata.name = Some("b".into());
+        let starts = pod_starts(&[ready, starting]);
+        assert_eq!(
+            starts,
+            vec![PodStart {
+                pod: "a".into(),
+                created_s: 1_000.0,
+                ready_s: 1_045.0
+            }]
+        );
     }
 }

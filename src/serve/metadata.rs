@@ -425,6 +425,19 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.policy.lookahead_s, 30.0);
+        // auto: the learned cold start, with coldStartSeconds as the prior.
+        let s = spec(&[
+            ("threshold", "24"),
+            ("coldStartSeconds", "90"),
+            ("lookaheadSeconds", "auto"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.policy.lookahead_s, s.policy.lookahead_auto),
+            (90.0, true)
+        );
+        assert_eq!(s.policy.with_horizon(Some(50.0)).lookahead_s, 50.0);
+        assert_eq!(s.policy.with_horizon(None).lookahead_s, 90.0);
     }
 
     #[test]

@@ -110,7 +110,12 @@ pub async fn decide_once(
         starting_since: &starting,
         ..fleet.observation(now, current, status, Some(held), Some(now))
     };
-    let decision = decide(policy, &observation, state);
+    // `lookahead=auto`: the cold start of the pods there now (the prior without one).
+    let mut cold = crate::scaling::cold_start::ColdStarts::default();
+    for s in super::discovery::pod_starts(&list.items) {
+        cold.observe(&s.pod, s.created_s, s.ready_s);
+    }
+    let decision = decide(&policy.with_horizon(cold.learned()), &observation, state);
     Ok(Decided {
         current,
         fleet,

@@ -24,6 +24,7 @@ pub struct Telemetry {
     pub scrape_errors: Family<Labels, Counter>,
     pub value: Family<Labels, Gauge<f64, AtomicU64>>,
     pub active: Family<Labels, Gauge>,
+    pub cold_start: Family<Labels, Gauge<f64, AtomicU64>>,
     pub activator_up: Family<Labels, Gauge>,
     pub config_errors: Family<Labels, Gauge>,
     pub collectors: Gauge,
@@ -44,6 +45,7 @@ impl Telemetry {
         let scrape_errors = Family::<Labels, Counter>::default();
         let value = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let active = Family::<Labels, Gauge>::default();
+        let cold_start = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let activator_up = Family::<Labels, Gauge>::default();
         let config_errors = Family::<Labels, Gauge>::default();
         let collectors = Gauge::default();
@@ -69,6 +71,11 @@ impl Telemetry {
             active.clone(),
         );
         registry.register(
+            "cold_start_seconds",
+            "A target's learned cold start, pod creation to Ready (the median of recent starts; the horizon of lookaheadSeconds: auto)",
+            cold_start.clone(),
+        );
+        registry.register(
             "activator_up",
             "Whether the trigger's activator counts are read (1) or failing (0)",
             activator_up.clone(),
@@ -90,6 +97,7 @@ impl Telemetry {
             scrape_errors,
             value,
             active,
+            cold_start,
             activator_up,
             config_errors,
             collectors,
@@ -185,6 +193,14 @@ impl TriggerSeries {
         }
     }
 
+    /// The target's cold start: learned, or the prior `lookaheadSeconds: auto` uses until then.
+    pub fn cold_start(&self, seconds: f64) {
+        self.telemetry
+            .cold_start
+            .get_or_create(&self.labels)
+            .set(seconds);
+    }
+
     pub fn activator_up(&self, up: bool) {
         let t = &self.telemetry;
         t.activator_up
@@ -200,6 +216,7 @@ impl Drop for TriggerSeries {
         t.scrape_seconds.remove(&self.labels);
         t.value.remove(&self.labels);
         t.active.remove(&self.labels);
+        t.cold_start.remove(&self.labels);
         t.activator_up.remove(&self.labels);
         if let Ok(extra) = self.extra.lock() {
             for labels in extra.iter() {

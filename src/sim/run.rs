@@ -17,6 +17,7 @@ use super::rng::Rng;
 use super::trace::Trace;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::ServerChoice;
+use crate::scaling::cold_start::{ColdStarts, MAX_STARTS};
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
 use crate::scaling::{
     decide, evaluate, hpa_sync, keda, Activity, Observation, Policy, ScalerState,
@@ -208,6 +209,12 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let series_every = (settings.series_every_s > 0.0).then(|| every(settings.series_every_s, dt));
     let steps = (trace.duration / dt).ceil() as u64;
     let mut next = 0;
+    // `lookahead=auto`: the horizon is learned as `serve` learns it, from the starts seen (here
+    // each replica ordered, Ready one cold start later); the prior until the first is Ready.
+    let ordered = std::cell::RefCell::new(Vec::<f64>::new());
+    let mut cold_starts = ColdStarts::default();
+    let mut starts_seen = 0_u64;
+    let mut learned_policy: Option<Policy> = None;
     let mut apply = |cluster: &mut Cluster,
                      to: u32,
                      now: f64,
@@ -216,6 +223,12 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                      lines: Vec<String>| {
         let from = cluster.current();
         cluster.resize(to, now, cold_start);
+        if policy.lookahead_auto && to > from {
+            let mut ordered = ordered.borrow_mut();
+            // More than the estimator keeps would change nothing: every start takes as long.
+            let room = MAX_STARTS.saturating_sub(ordered.len());
+            ordered.extend(std::iter::repeat_n(now, ((to - from) as usize).min(room)));
+        }
         if settings.record_timeline {
             timeline.push(TimelineEntry {
                 t: now,
@@ -235,6 +248,21 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         }
         cluster.step(t, dt, requests, &mut fate);
         let now = t + dt;
+        if policy.lookahead_auto && !ordered.borrow().is_empty() {
+            let mut taken = false;
+            ordered.borrow_mut().retain(|&at| {
+                if at + cold_start > now {
+                    return true;
+                }
+                starts_seen += 1;
+                taken |= cold_starts.observe(&format!("r{starts_seen}"), at, at + cold_start);
+                false
+            });
+            if taken {
+                learned_policy = Some(policy.with_horizon(cold_starts.learned()).into_owned());
+            }
+        }
+        let policy = learned_policy.as_ref().unwrap_or(policy);
         let tick = k + 1;
         match settings.mode {
             Mode::Hpa => {

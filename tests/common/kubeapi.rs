@@ -23,6 +23,9 @@ pub struct KubeApi {
     /// Service `infscale-activator` (port 9092, target port `admin`): its ready endpoints' IPs
     /// and the `admin` port they listen on.
     pub activators: Arc<Mutex<(Vec<String>, u16)>>,
+    /// Per pod name: its `creationTimestamp` and its Ready condition's `lastTransitionTime`
+    /// (RFC 3339); pods not named here have neither.
+    pub start_times: Arc<Mutex<std::collections::HashMap<String, (String, String)>>>,
 }
 
 /// A blocking GET of `http://addr/path`, for the pod proxy.
@@ -46,7 +49,22 @@ fn get(addr: &str, path: &str) -> Option<(u16, Vec<u8>)> {
     Some((status, all[end..].to_vec()))
 }
 
-fn pod_json(ns: &str, app: &str, p: &FakePod, version: u64) -> serde_json::Value {
+fn pod_json(
+    ns: &str,
+    app: &str,
+    p: &FakePod,
+    version: u64,
+    times: Option<&(String, String)>,
+) -> serde_json::Value {
+    let mut pod = pod_json_untimed(ns, app, p, version);
+    if let Some((created, ready_at)) = times {
+        pod["metadata"]["creationTimestamp"] = serde_json::json!(created);
+        pod["status"]["conditions"][0]["lastTransitionTime"] = serde_json::json!(ready_at);
+    }
+    pod
+}
+
+fn pod_json_untimed(ns: &str, app: &str, p: &FakePod, version: u64) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -75,6 +93,8 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
     let lists = pod_lists.clone();
     let activators = Arc::new(Mutex::new((Vec::<String>::new(), 0u16)));
     let endpoints = activators.clone();
+    let start_times = Arc::new(Mutex::new(std::collections::HashMap::new()));
+    let times = start_times.clone();
     let service_path = format!("/api/v1/namespaces/{ns}/services/infscale-activator");
     let slices_path = format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices");
     let server = serve(
@@ -159,11 +179,12 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                 let _ = stream.write_all(b"0\r\n\r\n");
             } else if path == pod_path {
                 lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let times = times.lock().unwrap().clone();
                 let items: Vec<serde_json::Value> = shared
                     .lock()
                     .unwrap()
                     .iter()
-                    .map(|p| pod_json(ns, app, p, 1))
+                    .map(|p| pod_json(ns, app, p, 1, times.get(&p.name)))
                     .collect();
                 json(
                     &mut stream,
@@ -202,5 +223,6 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
         replicas,
         pod_lists,
         activators,
+        start_times,
     }
 }
