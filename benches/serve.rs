@@ -8,10 +8,9 @@
 //! Run with `cargo bench --bench serve` (or `scripts/bench-serve.sh`).
 
 mod common;
-use common::{free_port, rss_mb};
+use common::{free_port, rss_mb, start_scaler};
 use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use infscale::serve::proto::{GetMetricsRequest, ScaledObjectRef};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PODS: usize = 100;
@@ -67,34 +66,6 @@ fn request(name: &str, interval: &str) -> GetMetricsRequest {
         scaled_object_ref: Some(object(name, interval)),
         metric_name: format!("infscale-queue-{name}"),
     }
-}
-
-struct Scaler(Child);
-
-impl Drop for Scaler {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_scaler(statics: &[String], port: u16) -> Scaler {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infscale"));
-    cmd.args([
-        "serve",
-        "--no-kube",
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--metrics-listen",
-        "none",
-    ]);
-    for s in statics {
-        cmd.arg("--static-target").arg(s);
-    }
-    cmd.env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    Scaler(cmd.spawn().expect("start infscale serve"))
 }
 
 async fn connect(port: u16) -> ExternalScalerClient<tonic::transport::Channel> {

@@ -12,10 +12,9 @@
 //! `scripts/soak-serve.sh [SECONDS]` (600 by default).
 
 mod common;
-use common::{cpu_seconds, free_port, rss_mb};
+use common::{cpu_seconds, free_port, rss_mb, start_scaler};
 use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use infscale::serve::proto::{GetMetricsRequest, ScaledObjectRef};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -114,34 +113,6 @@ fn object(i: usize) -> ScaledObjectRef {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
     }
-}
-
-struct Scaler(Child);
-
-impl Drop for Scaler {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_scaler(statics: &[String], port: u16) -> Scaler {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infscale"));
-    cmd.args([
-        "serve",
-        "--no-kube",
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--metrics-listen",
-        "none",
-    ]);
-    for s in statics {
-        cmd.arg("--static-target").arg(s);
-    }
-    cmd.env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    Scaler(cmd.spawn().expect("start infscale serve"))
 }
 
 /// One /proc sample of the scaler.

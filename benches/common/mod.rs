@@ -39,3 +39,35 @@ pub fn cpu_seconds(pid: u32) -> f64 {
         _ => 0.0,
     }
 }
+
+/// `infscale serve` as a child process, killed when dropped.
+#[allow(dead_code)]
+pub struct Scaler(pub std::process::Child);
+
+impl Drop for Scaler {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `infscale serve` without Kubernetes on 127.0.0.1:`port` with these static targets.
+#[allow(dead_code)]
+pub fn start_scaler(statics: &[String], port: u16) -> Scaler {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_infscale"));
+    cmd.args([
+        "serve",
+        "--no-kube",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--metrics-listen",
+        "none",
+    ]);
+    for s in statics {
+        cmd.arg("--static-target").arg(s);
+    }
+    cmd.env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    Scaler(cmd.spawn().expect("start infscale serve"))
+}
