@@ -4,6 +4,7 @@ use super::checks::positive_seconds;
 use super::gpu::GpuArgs;
 use crate::scaling::Policy;
 use crate::sim::bound::clairvoyant;
+use crate::sim::cluster::Balancer;
 use crate::sim::plot::{self, Panel};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
@@ -83,6 +84,21 @@ pub struct SimArgs {
     /// replica not read keeps the target active and counts as the HPA counts a missing pod.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
     pub unreadable: f64,
+    /// How long a replica removed by a scale-down keeps serving what it holds before what is
+    /// left is cut, seconds: vLLM's --shutdown-timeout, within the pod's
+    /// terminationGracePeriodSeconds. vLLM's default, 0, aborts them at SIGTERM; "inf" drains
+    /// every request.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub drain: f64,
+    /// Spread the replicas' cold starts around the GPU model's: each drawn log-normal with this
+    /// sigma, the model's cold start its median (0: all equal).
+    #[arg(long, value_name = "SIGMA", default_value_t = 0.0)]
+    pub cold_start_spread: f64,
+    /// How requests reach the ready replicas: least-request (a gateway that counts each
+    /// replica's outstanding requests) or random (a plain Service: kube-proxy picks per
+    /// connection).
+    #[arg(long, default_value = "least-request", value_parser = ["least-request", "random"])]
+    pub balancer: String,
     #[command(flatten)]
     pub gpu: GpuArgs,
 }
@@ -156,6 +172,15 @@ impl SimArgs {
         for (flag, v) in positive {
             positive_seconds(flag, v)?;
         }
+        if !(self.drain >= 0.0) {
+            anyhow::bail!("--drain {}: expected seconds >= 0, or inf", self.drain);
+        }
+        if !(self.cold_start_spread.is_finite() && (0.0..=3.0).contains(&self.cold_start_spread)) {
+            anyhow::bail!(
+                "--cold-start-spread {}: expected a log-normal sigma from 0 to 3",
+                self.cold_start_spread
+            );
+        }
         if !(0.0..=1.0).contains(&self.unreadable) {
             anyhow::bail!(
                 "--unreadable {}: expected a fraction from 0 to 1",
@@ -179,6 +204,13 @@ impl SimArgs {
             slo_ttft_s: self.slo_ttft,
             hold_timeout_s: self.hold_timeout,
             unreadable: self.unreadable,
+            grace_s: self.drain,
+            cold_start_spread: self.cold_start_spread,
+            balancer: if self.balancer == "random" {
+                Balancer::Random
+            } else {
+                Balancer::LeastRequest
+            },
             ..Settings::default()
         })
     }

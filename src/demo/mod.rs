@@ -280,12 +280,15 @@ fn report(
         replica_seconds: deployment.replica_seconds,
         scale_events: deployment.scale_events,
         peak: deployment.peak,
+        cost_writes: 0,
         timeline: record.timeline.clone(),
         series: record.series.clone(),
     };
     let settings = Settings {
         slo_ttft_s: cfg.slo_ttft_s,
         series_every_s: 15.0,
+        // The demo's pods drain what they hold before they stop.
+        grace_s: f64::INFINITY,
         ..Settings::default()
     };
     let sim_run = simulate(

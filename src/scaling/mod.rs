@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod cold_start;
 pub mod decision;
+pub mod deletion_cost;
 pub mod demand;
 pub mod fleet;
 pub mod floors;

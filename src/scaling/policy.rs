@@ -162,6 +162,13 @@ pub struct Policy {
     /// Credit for replicas already starting.
     #[serde(default)]
     pub credit: bool,
+    /// Keep each Ready pod's deletion cost at its in-flight requests while a scale-down is near
+    /// ([`super::deletion_cost`]).
+    #[serde(default)]
+    pub deletion_cost: bool,
+    /// The deletion-cost writes allowed per target per minute.
+    #[serde(default = "default_cost_writes")]
+    pub deletion_cost_writes: u32,
     /// More metrics, each with its per-replica target (`queue+kv:48,0.8`, or `metric: queue,kv`
     /// with `threshold: 48,0.8`): the HPA proposes a count per metric and takes the largest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -173,6 +180,10 @@ pub struct Policy {
     /// Whether scale-up / scale-down limits were given by key (they then replace the defaults).
     #[serde(skip)]
     custom_limits: [bool; 2],
+}
+
+fn default_cost_writes() -> u32 {
+    super::deletion_cost::DEFAULT_WRITES_PER_MINUTE
 }
 
 fn key_names() -> String {
@@ -202,6 +213,8 @@ impl Policy {
             slo_s: 0.0,
             guard: false,
             credit: false,
+            deletion_cost: false,
+            deletion_cost_writes: super::deletion_cost::DEFAULT_WRITES_PER_MINUTE,
             also: Vec::new(),
             behavior: Some(Behavior::default()),
             controller: Controller::default(),
@@ -300,6 +313,8 @@ impl Policy {
             "slo" => self.slo_s = number(key, value)?,
             "guard" => self.guard = boolean(key, value)?,
             "credit" => self.credit = boolean(key, value)?,
+            "deletioncost" => self.deletion_cost = boolean(key, value)?,
+            "deletioncostwrites" => self.deletion_cost_writes = whole(key, value)?,
             "tolerance" => self.controller.tolerance = number(key, value)?,
             _ => return Err(PolicyError::UnknownKey(name.to_owned())),
         }

@@ -125,6 +125,14 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
             "slo" if policy.slo_s > 0.0 => num(policy.slo_s),
             "guard" if policy.guard => "true".to_owned(),
             "credit" if policy.credit => "true".to_owned(),
+            "deletioncost" if policy.deletion_cost => "true".to_owned(),
+            "deletioncostwrites"
+                if policy.deletion_cost
+                    && policy.deletion_cost_writes
+                        != super::deletion_cost::DEFAULT_WRITES_PER_MINUTE =>
+            {
+                policy.deletion_cost_writes.to_string()
+            }
             _ => continue,
         };
         out.push((name, value));
@@ -406,6 +414,8 @@ pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
             p.slo_s,
             p.guard,
             p.credit,
+            p.deletion_cost,
+            p.deletion_cost_writes,
         )
     };
     let tolerances = |p: &Policy| p.controller.tolerances(p.behavior.as_ref());

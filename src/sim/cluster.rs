@@ -2,13 +2,29 @@
 //!
 //! Arrivals go to the ready replica with the fewest outstanding requests, or wait at the
 //! activator while none is ready (and are released in arrival order the moment one is, or
-//! rejected after the hold timeout). New replicas become Ready after the cold start; removed ones
-//! (those still starting first, then the least loaded) drain what they hold before they stop.
+//! rejected after the hold timeout). New replicas become Ready after the cold start (each drawn
+//! around the GPU model's when a spread is set). Removed ones are those still starting first,
+//! then the Ready replicas the ReplicaSet controller ranks first ([`super::replicaset`]: the
+//! lowest deletion cost, else a recent one by chance); each leaves the Service at once, serves
+//! what it holds through the termination grace period, and what it still holds then is cut.
 //! Every replica that exists, starting and draining included, is billed.
 
 use super::replica::{FirstToken, Hardware, Phase, SimReplica};
+use super::replicaset;
+use super::rng::Rng;
 use super::trace::Request;
 use std::collections::VecDeque;
+
+/// How arrivals are spread over the ready replicas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balancer {
+    /// The replica with the fewest outstanding requests (a gateway, an inference extension).
+    #[default]
+    LeastRequest,
+    /// Any ready replica, by chance (a plain Service: kube-proxy picks per connection).
+    Random,
+}
 
 /// What happens to a request that ends its wait: a first token after `ttft` seconds, or the
 /// activator's timeout answer.
@@ -16,6 +32,8 @@ use std::collections::VecDeque;
 pub enum Fate {
     FirstToken { ttft: f64 },
     Rejected,
+    /// Its replica was stopped at the end of the grace period with the request unfinished.
+    Cut,
 }
 
 /// What became of one request.
@@ -25,6 +43,8 @@ pub struct RequestOutcome {
     pub ttft: f32,
     /// Answered by the activator's hold timeout instead of a replica.
     pub rejected: bool,
+    /// Cut by a scale-down: its replica stopped before it finished.
+    pub cut: bool,
 }
 
 impl Default for RequestOutcome {
@@ -32,6 +52,7 @@ impl Default for RequestOutcome {
         RequestOutcome {
             ttft: f32::NAN,
             rejected: false,
+            cut: false,
         }
     }
 }
@@ -46,6 +67,7 @@ impl RequestOutcome {
         match fate {
             Fate::FirstToken { ttft } => self.ttft = ttft as f32,
             Fate::Rejected => self.rejected = true,
+            Fate::Cut => self.cut = true,
         }
     }
 }
@@ -64,6 +86,16 @@ pub struct Cluster {
     pub scale_events: u32,
     pub peak: u32,
     events: Vec<FirstToken>,
+    /// How long a removed replica serves what it holds before it is stopped (infinite: until
+    /// it is done).
+    pub grace_s: f64,
+    /// Cold starts vary around the configured one by this log-normal sigma (0: all equal).
+    pub cold_spread: f64,
+    cold_rng: Rng,
+    pub balancer: Balancer,
+    route_rng: Rng,
+    /// Each replica that became Ready since last taken: when it was ordered, when it was Ready.
+    pub became_ready: Vec<(f64, f64)>,
 }
 
 impl Cluster {
@@ -82,6 +114,12 @@ impl Cluster {
             scale_events: 0,
             peak: ready,
             events: Vec::new(),
+            grace_s: f64::INFINITY,
+            cold_spread: 0.0,
+            cold_rng: Rng::new(0xc01d),
+            balancer: Balancer::LeastRequest,
+            route_rng: Rng::new(0x10ad),
+            became_ready: Vec::new(),
         }
     }
 
@@ -89,7 +127,7 @@ impl Cluster {
     pub fn current(&self) -> u32 {
         self.replicas
             .iter()
-            .filter(|r| r.phase != Phase::Draining)
+            .filter(|r| !matches!(r.phase, Phase::Draining { .. }))
             .count() as u32
     }
 
@@ -99,13 +137,10 @@ impl Cluster {
 
     /// When each replica still starting was ordered.
     pub fn starting_since(&self) -> Vec<f64> {
-        let cold = self.hw.gpu.cold_start_s();
         self.replicas
             .iter()
-            .filter_map(|r| match r.phase {
-                Phase::Starting { ready_at } => Some(ready_at - cold),
-                _ => None,
-            })
+            .filter(|r| matches!(r.phase, Phase::Starting { .. }))
+            .map(|r| r.created_at)
             .collect()
     }
 
@@ -118,14 +153,24 @@ impl Cluster {
             + self.held.len()
     }
 
-    /// A request arrives (or is released by the activator): to the least loaded ready replica,
-    /// or held.
+    /// A request arrives (or is released by the activator): to a ready replica as the balancer
+    /// picks, or held.
     pub fn arrive(&mut self, index: u32, request: &Request) {
-        let target = self
-            .replicas
-            .iter_mut()
-            .filter(|r| r.is_ready())
-            .min_by_key(|r| (r.outstanding(), r.id));
+        let target = match self.balancer {
+            Balancer::LeastRequest => self
+                .replicas
+                .iter_mut()
+                .filter(|r| r.is_ready())
+                .min_by_key(|r| (r.outstanding(), r.id)),
+            Balancer::Random => {
+                let ready = self.ready() as usize;
+                let pick = (self.route_rng.uniform() * ready as f64) as usize;
+                self.replicas
+                    .iter_mut()
+                    .filter(|r| r.is_ready())
+                    .nth(pick.min(ready.saturating_sub(1)))
+            }
+        };
         match target {
             Some(replica) => replica
                 .waiting
@@ -147,6 +192,8 @@ impl Cluster {
             if let Phase::Starting { ready_at } = r.phase {
                 if ready_at <= t {
                     r.phase = Phase::Ready;
+                    r.ready_since = ready_at;
+                    self.became_ready.push((r.created_at, ready_at));
                 }
             }
         }
@@ -175,13 +222,22 @@ impl Cluster {
             fate(request, Fate::FirstToken { ttft });
         }
         self.events = events;
-        self.replicas
-            .retain(|r| r.phase != Phase::Draining || r.outstanding() > 0);
+        let end = t + dt;
+        for r in &self.replicas {
+            if matches!(r.phase, Phase::Draining { kill_at } if kill_at <= end) {
+                r.requests().for_each(|i| fate(i, Fate::Cut));
+            }
+        }
+        self.replicas.retain(|r| match r.phase {
+            Phase::Draining { kill_at } => kill_at > end && r.outstanding() > 0,
+            _ => true,
+        });
         self.replica_seconds += self.replicas.len() as f64 * dt;
     }
 
-    /// Sets the desired count at `now`: new replicas start (Ready after `cold_start_s`), removed
-    /// ones are those still starting (newest first), then the least loaded, which drain.
+    /// Sets the desired count at `now`: new replicas start (Ready after a cold start drawn
+    /// around `cold_start_s`), removed ones are those still starting (newest first), then those
+    /// the ReplicaSet ranks first, which drain for the grace period.
     pub fn resize(&mut self, desired: u32, now: f64, cold_start_s: f64) {
         let current = self.current();
         if desired == current {
@@ -191,14 +247,18 @@ impl Cluster {
         self.peak = self.peak.max(desired);
         if desired > current {
             for _ in current..desired {
-                let phase = if cold_start_s <= 0.0 {
-                    Phase::Ready
+                let cold = self.draw_cold_start(cold_start_s);
+                let mut replica = SimReplica::new(self.next_id, Phase::Ready);
+                replica.created_at = now;
+                replica.ready_since = now;
+                if cold > 0.0 {
+                    replica.phase = Phase::Starting {
+                        ready_at: now + cold,
+                    };
                 } else {
-                    Phase::Starting {
-                        ready_at: now + cold_start_s,
-                    }
-                };
-                self.replicas.push(SimReplica::new(self.next_id, phase));
+                    self.became_ready.push((now, now));
+                }
+                self.replicas.push(replica);
                 self.next_id += 1;
             }
             return;
@@ -217,16 +277,26 @@ impl Cluster {
             remove -= 1;
         }
         for _ in 0..remove {
-            let victim = self
-                .replicas
-                .iter_mut()
-                .filter(|r| r.is_ready())
-                .min_by_key(|r| (r.outstanding(), std::cmp::Reverse(r.id)));
-            if let Some(r) = victim {
-                r.phase = Phase::Draining;
-            }
+            let Some(i) = replicaset::victim(&self.replicas, now) else {
+                break;
+            };
+            self.replicas[i].phase = Phase::Draining {
+                kill_at: now + self.grace_s,
+            };
         }
-        self.replicas
-            .retain(|r| r.phase != Phase::Draining || r.outstanding() > 0);
+        self.replicas.retain(|r| match r.phase {
+            Phase::Draining { .. } => r.outstanding() > 0,
+            _ => true,
+        });
+    }
+
+    /// One replica's cold start: `cold_start_s`, or with a spread a log-normal draw whose median
+    /// it is.
+    fn draw_cold_start(&mut self, cold_start_s: f64) -> f64 {
+        if self.cold_spread > 0.0 && cold_start_s > 0.0 {
+            cold_start_s * (self.cold_spread * self.cold_rng.normal()).exp()
+        } else {
+            cold_start_s
+        }
     }
 }

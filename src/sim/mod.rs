@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod gpu;
 pub mod plot;
 pub mod replica;
+pub mod replicaset;
 pub mod report;
 pub mod rng;
 pub mod run;

@@ -45,8 +45,11 @@ pub enum Phase {
         ready_at: f64,
     },
     Ready,
-    /// Removed from the Service: finishes what it holds, then stops.
-    Draining,
+    /// Removed from the Service: finishes what it holds, then stops; what it still holds at
+    /// `kill_at` (the end of the termination grace period) is cut.
+    Draining {
+        kill_at: f64,
+    },
 }
 
 /// A sequence in the batch still prefilling its prompt.
@@ -187,6 +190,11 @@ pub struct SimReplica {
     pub generation_tokens: f64,
     pub cpu_seconds: f64,
     pub ttft_counts: [u64; TTFT_BUCKETS.len() + 1],
+    /// When it was ordered, and when it became Ready (its Ready condition's time).
+    pub created_at: f64,
+    pub ready_since: f64,
+    /// Its `controller.kubernetes.io/pod-deletion-cost`, as last written.
+    pub deletion_cost: Option<i32>,
 }
 
 impl SimReplica {
@@ -201,7 +209,19 @@ impl SimReplica {
             generation_tokens: 0.0,
             cpu_seconds: 0.0,
             ttft_counts: [0; TTFT_BUCKETS.len() + 1],
+            created_at: 0.0,
+            ready_since: 0.0,
+            deletion_cost: None,
         }
+    }
+
+    /// Every request routed here and not finished: waiting, prefilling, decoding.
+    pub fn requests(&self) -> impl Iterator<Item = u32> + '_ {
+        self.waiting
+            .iter()
+            .map(|w| w.0)
+            .chain(self.prefilling.iter().map(|s| s.request))
+            .chain(self.decoding.heap.iter().map(|d| d.request))
     }
 
     /// Requests in the batch: prefilling or decoding.

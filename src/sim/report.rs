@@ -20,12 +20,17 @@ pub struct Summary {
     pub slo_miss: usize,
     pub slo_miss_pct: f64,
     pub rejected: usize,
+    /// Requests cut by a scale-down: their replica stopped, at the end of its grace period,
+    /// before they finished (those cut before a first token are misses too).
+    pub cut: usize,
     pub ttft_p50_s: f64,
     pub ttft_p95_s: f64,
     pub ttft_p99_s: f64,
     pub replica_minutes: f64,
     pub peak_replicas: u32,
     pub scale_events: u32,
+    /// Deletion-cost annotations written (the API writes `deletionCost` costs), per run.
+    pub cost_writes: f64,
     /// Requests that met the TTFT SLO per GPU-hour spent (0 when no GPU-hour was spent).
     pub goodput_per_gpu_hour: f64,
 }
@@ -76,6 +81,7 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
             100.0 * slo_miss as f64 / requests as f64
         },
         rejected: outcomes().filter(|o| o.rejected).count(),
+        cut: outcomes().filter(|o| o.cut).count(),
         ttft_p50_s: quantile(&ttfts, 0.50),
         ttft_p95_s: quantile(&ttfts, 0.95),
         ttft_p99_s: quantile(&ttfts, 0.99),
@@ -83,6 +89,7 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
         peak_replicas: runs.iter().map(|r| r.peak).max().unwrap_or(0),
         scale_events: (runs.iter().map(|r| f64::from(r.scale_events)).sum::<f64>() / n).round()
             as u32,
+        cost_writes: runs.iter().map(|r| f64::from(r.cost_writes)).sum::<f64>() / n,
         goodput_per_gpu_hour: goodput_per_gpu_hour(requests - slo_miss, replica_seconds),
     }
 }
@@ -108,10 +115,11 @@ pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "{:width$}  {:>8}  {:>6}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4}  {:>12}  {:>13}",
+        "{:width$}  {:>8}  {:>6}  {:>5}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4}  {:>12}  {:>13}",
         "policy",
         "SLO miss",
         "miss %",
+        "cut",
         "TTFT p50",
         "TTFT p95",
         "TTFT p99",
@@ -127,10 +135,11 @@ pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
     for s in summaries {
         let _ = write!(
             out,
-            "{:width$}  {:>8}  {:>5.1}%  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>11.1}  {:>4}  {:>12}  {:>13.0}",
+            "{:width$}  {:>8}  {:>5.1}%  {:>5}  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>11.1}  {:>4}  {:>12}  {:>13.0}",
             s.policy,
             s.slo_miss,
             s.slo_miss_pct,
+            s.cut,
             s.ttft_p50_s,
             s.ttft_p95_s,
             s.ttft_p99_s,
@@ -162,7 +171,11 @@ mod tests {
 
     #[test]
     fn misses_count_late_rejected_and_unanswered() {
-        let o = |ttft: f32, rejected| RequestOutcome { ttft, rejected };
+        let o = |ttft: f32, rejected| RequestOutcome {
+            ttft,
+            rejected,
+            cut: false,
+        };
         let outcomes = [
             o(0.5, false),
             o(2.5, false),
@@ -179,6 +192,7 @@ mod tests {
         let o = |ttft: f32| RequestOutcome {
             ttft,
             rejected: false,
+            cut: false,
         };
         let run = Run {
             outcomes: vec![o(0.5), o(1.5), o(3.0)],

@@ -11,13 +11,14 @@
 //! keeps the target active and counts as the HPA counts a missing pod; a release reads as active
 //! until a scrape after it. The timeline carries the evaluation's reasons.
 
-use super::cluster::{Cluster, RequestOutcome};
+use super::cluster::{Balancer, Cluster, RequestOutcome};
 use super::replica::Hardware;
 use super::rng::Rng;
 use super::trace::Trace;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::ServerChoice;
-use crate::scaling::cold_start::{ColdStarts, MAX_STARTS};
+use crate::scaling::cold_start::ColdStarts;
+use crate::scaling::deletion_cost;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
 use crate::scaling::{
     decide, evaluate, hpa_sync, keda, Activity, Observation, Policy, ScalerState,
@@ -63,6 +64,13 @@ pub struct Settings {
     pub series_every_s: f64,
     /// The chance that one replica's scrape fails (0 to 1), drawn per replica per scrape.
     pub unreadable: f64,
+    /// The pods' `terminationGracePeriodSeconds`: how long a replica removed by a scale-down
+    /// serves what it holds before it is stopped (infinite: until it is done).
+    pub grace_s: f64,
+    /// Cold starts vary around the GPU model's by this log-normal sigma (0: all equal).
+    pub cold_start_spread: f64,
+    /// How arrivals are spread over the ready replicas.
+    pub balancer: Balancer,
 }
 
 impl Default for Settings {
@@ -79,9 +87,15 @@ impl Default for Settings {
             record_timeline: false,
             series_every_s: 0.0,
             unreadable: 0.0,
+            grace_s: DEFAULT_GRACE_S,
+            cold_start_spread: 0.0,
+            balancer: Balancer::LeastRequest,
         }
     }
 }
+
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+pub const DEFAULT_GRACE_S: f64 = 0.0;
 
 /// One decision or KEDA action, for `--timeline`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -113,6 +127,8 @@ pub struct Run {
     pub replica_seconds: f64,
     pub scale_events: u32,
     pub peak: u32,
+    /// Deletion-cost annotations written.
+    pub cost_writes: u32,
     pub timeline: Vec<TimelineEntry>,
     pub series: Vec<SeriesPoint>,
 }
@@ -182,6 +198,11 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let dt = settings.dt;
     let cold_start = hw.gpu.cold_start_s();
     let mut cluster = Cluster::new(hw.clone(), policy.min.max(1), settings.hold_timeout_s);
+    cluster.grace_s = settings.grace_s;
+    cluster.cold_spread = settings.cold_start_spread;
+    cluster.balancer = settings.balancer;
+    let mut cost_budget = deletion_cost::Budget::new(policy.deletion_cost_writes);
+    let mut cost_writes = 0_u32;
     let mut outcomes = vec![RequestOutcome::default(); requests.len()];
     let mut fate = |i: u32, f| outcomes[i as usize].record(f);
     let mut state = ScalerState {
@@ -209,9 +230,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let series_every = (settings.series_every_s > 0.0).then(|| every(settings.series_every_s, dt));
     let steps = (trace.duration / dt).ceil() as u64;
     let mut next = 0;
-    // `lookahead=auto`: the horizon is learned as `serve` learns it, from the starts seen (here
-    // each replica ordered, Ready one cold start later); the prior until the first is Ready.
-    let ordered = std::cell::RefCell::new(Vec::<f64>::new());
+    // `lookahead=auto`: the horizon is learned as `serve` learns it, from the starts seen (each
+    // replica from its order to Ready); the prior until the first is Ready.
     let mut cold_starts = ColdStarts::default();
     let mut starts_seen = 0_u64;
     let mut learned_policy: Option<Policy> = None;
@@ -223,12 +243,6 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                      lines: Vec<String>| {
         let from = cluster.current();
         cluster.resize(to, now, cold_start);
-        if policy.lookahead_auto && to > from {
-            let mut ordered = ordered.borrow_mut();
-            // More than the estimator keeps would change nothing: every start takes as long.
-            let room = MAX_STARTS.saturating_sub(ordered.len());
-            ordered.extend(std::iter::repeat_n(now, ((to - from) as usize).min(room)));
-        }
         if settings.record_timeline {
             timeline.push(TimelineEntry {
                 t: now,
@@ -248,19 +262,17 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         }
         cluster.step(t, dt, requests, &mut fate);
         let now = t + dt;
-        if policy.lookahead_auto && !ordered.borrow().is_empty() {
+        if policy.lookahead_auto && !cluster.became_ready.is_empty() {
             let mut taken = false;
-            ordered.borrow_mut().retain(|&at| {
-                if at + cold_start > now {
-                    return true;
-                }
+            for (created, ready) in cluster.became_ready.drain(..) {
                 starts_seen += 1;
-                taken |= cold_starts.observe(&format!("r{starts_seen}"), at, at + cold_start);
-                false
-            });
+                taken |= cold_starts.observe(&format!("r{starts_seen}"), created, ready);
+            }
             if taken {
                 learned_policy = Some(policy.with_horizon(cold_starts.learned()).into_owned());
             }
+        } else {
+            cluster.became_ready.clear();
         }
         let policy = learned_policy.as_ref().unwrap_or(policy);
         let tick = k + 1;
@@ -277,6 +289,10 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     let starting = cluster.starting_since();
                     let obs = observation(&cluster, Some(&scraped), &starting, now);
                     let d = decide(policy, &obs, &mut state);
+                    if policy.deletion_cost {
+                        cost_writes +=
+                            annotate(&mut cluster, policy, d.value, &state, &mut cost_budget, now);
+                    }
                     apply(
                         &mut cluster,
                         d.desired,
@@ -305,6 +321,16 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     let starting = cluster.starting_since();
                     let obs = observation(&cluster, last_scrape.as_ref(), &starting, now);
                     let eval = evaluate(policy, &obs, &mut state);
+                    if policy.deletion_cost && scraped {
+                        cost_writes += annotate(
+                            &mut cluster,
+                            policy,
+                            eval.value,
+                            &state,
+                            &mut cost_budget,
+                            now,
+                        );
+                    }
                     let was_active = latest.is_some_and(|l| l.1.is_active());
                     latest = Some((eval.value, eval.activity));
                     if settings.record_timeline {
@@ -369,10 +395,42 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         outcomes,
         replica_seconds: cluster.replica_seconds,
         scale_events: cluster.scale_events,
+        cost_writes,
         peak: cluster.peak,
         timeline,
         series,
     }
+}
+
+/// `serve`'s deletion-cost writes after an evaluation: the same plan on the ready replicas'
+/// requests, each write landing on the replica's annotation. Returns the writes made.
+fn annotate(
+    cluster: &mut Cluster,
+    policy: &Policy,
+    value: Option<f64>,
+    state: &ScalerState,
+    budget: &mut deletion_cost::Budget,
+    now: f64,
+) -> u32 {
+    let values = deletion_cost::metric_values(policy, value, state);
+    let near = deletion_cost::scale_down_near(&values, cluster.ready());
+    let pods: Vec<deletion_cost::PodCost> = cluster
+        .replicas
+        .iter()
+        .filter(|r| r.is_ready())
+        .map(|r| deletion_cost::PodCost {
+            pod: r.id.to_string(),
+            in_flight: r.outstanding() as u32,
+            carried: r.deletion_cost,
+        })
+        .collect();
+    let writes = deletion_cost::plan(&pods, near, budget, now);
+    for (pod, cost) in &writes {
+        if let Some(r) = cluster.replicas.iter_mut().find(|r| r.id.to_string() == *pod) {
+            r.deletion_cost = Some(*cost);
+        }
+    }
+    writes.len() as u32
 }
 
 /// KEDA's action first, then the evaluation's reasons behind it.

@@ -66,6 +66,11 @@ impl Judged {
         quantile(&self.miss_pcts(), 1.0)
     }
 
+    /// Requests cut by scale-downs, per trace on average.
+    pub fn cut_mean(&self) -> f64 {
+        mean(self.per_seed.iter().map(|s| s.cut as f64))
+    }
+
     pub fn replica_minutes_mean(&self) -> f64 {
         mean(self.per_seed.iter().map(|s| s.replica_minutes))
     }
@@ -214,17 +219,18 @@ pub fn table(judged: &[Judged]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:width$}  {:>11}  {:>10}  {:>10}  {:>11}  {:>7}",
-        "policy", "miss % mean", "miss % p95", "miss % max", "replica-min", "x bound"
+        "{:width$}  {:>11}  {:>10}  {:>10}  {:>8}  {:>11}  {:>7}",
+        "policy", "miss % mean", "miss % p95", "miss % max", "cut mean", "replica-min", "x bound"
     );
     for j in judged {
         let _ = writeln!(
             out,
-            "{:width$}  {:>10.2}%  {:>9.2}%  {:>9.2}%  {:>11.1}  {:>6.2}x",
+            "{:width$}  {:>10.2}%  {:>9.2}%  {:>9.2}%  {:>8.1}  {:>11.1}  {:>6.2}x",
             j.policy,
             j.slo_miss_pct_mean(),
             j.slo_miss_pct_p95(),
             j.slo_miss_pct_max(),
+            j.cut_mean(),
             j.replica_minutes_mean(),
             j.bound_ratio()
         );
@@ -244,6 +250,7 @@ mod tests {
             slo_miss: miss_pct as usize,
             slo_miss_pct: miss_pct,
             rejected: 0,
+            cut: 0,
             ttft_p50_s: f64::NAN,
             ttft_p95_s: 1.0,
             ttft_p99_s: 2.0,

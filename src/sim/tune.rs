@@ -190,12 +190,14 @@ mod tests {
             slo_miss: miss as usize,
             slo_miss_pct: miss,
             rejected: 0,
+            cut: 0,
             ttft_p50_s: 0.0,
             ttft_p95_s: 0.0,
             ttft_p99_s: 0.0,
             replica_minutes: cost,
             peak_replicas: 1,
             scale_events: 0,
+            cost_writes: 0.0,
             goodput_per_gpu_hour: 0.0,
         }
     }
