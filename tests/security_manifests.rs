@@ -208,3 +208,19 @@ async fn the_activators_rbac_is_exactly_what_it_calls() {
         "manifests/activator/rbac.yaml against the calls"
     );
 }
+
+#[test]
+fn deletion_cost_adds_only_patch_on_pods_in_a_namespace() {
+    let rel = "manifests/scaler/rbac-deletion-cost.yaml";
+    let rule = |g: &str, r: &str, v: &str| (g.to_owned(), r.to_owned(), v.to_owned());
+    assert_eq!(granted(rel), BTreeSet::from([rule("", "pods", "patch")]));
+    for d in docs(rel) {
+        assert_ne!(d["kind"].as_str(), Some("ClusterRole"), "{rel}: namespaced only");
+        assert_ne!(d["kind"].as_str(), Some("ClusterRoleBinding"), "{rel}");
+    }
+    let base = granted("manifests/scaler/rbac.yaml");
+    assert!(
+        !base.iter().any(|r| r.2 == "patch" && r.1 == "pods"),
+        "the base RBAC writes pods: {base:?}"
+    );
+}

@@ -12,6 +12,7 @@
 
 use super::activator::Counts;
 use super::activators;
+use super::deletion_cost::{CostWriter, Written};
 use super::discovery::{Discovery, DiscoveryError, PodEndpoint, PodStart};
 use super::limits::Limits;
 use super::metadata::TargetSpec;
@@ -21,6 +22,7 @@ use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
 use crate::scaling::cold_start::ColdStarts;
+use crate::scaling::deletion_cost::metric_values;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
 use crate::scaling::Observation;
 use crate::scaling::{evaluate, Activity, ScalerState};
@@ -90,6 +92,8 @@ enum Pods {
 struct Scraped {
     /// Every ready pod's outcome, and the replicas that vote.
     fleet: Fleet,
+    /// The pods scraped, as listed.
+    pods: Vec<PodEndpoint>,
     first_error: Option<String>,
     started_at: f64,
     starting_since: Vec<f64>,
@@ -145,6 +149,16 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     if spec.policy.lookahead_auto {
         series.cold_start(spec.policy.lookahead_s);
     }
+    let mut costs = spec.policy.deletion_cost.then(|| {
+        let (ok, failed) = (series.write_counter("ok"), series.write_counter("failed"));
+        CostWriter::start(&shared.discovery, &spec.namespace, &spec.policy, move |w| {
+            match w {
+                Written::Ok => ok.inc(),
+                Written::Failed(_) => failed.inc(),
+            };
+        })
+    })
+    .flatten();
     loop {
         let counts_changed = async {
             match counts.as_mut() {
@@ -187,6 +201,10 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             cold.learned(),
         );
         series.report(report.value.clone().ok(), report.active.clone().ok());
+        if let (Some(writer), true, Pods::Read(s)) = (costs.as_mut(), scraped, &pods) {
+            let values = metric_values(&spec.policy, report.value.clone().ok(), &state);
+            writer.after(&s.pods, &s.fleet, &values, shared.now());
+        }
         publish(&tx, &spec, report);
         if tx.is_closed() {
             return;
@@ -378,6 +396,7 @@ fn read_round(
         .retain(|name, _| pods.iter().any(|p| &p.name == name));
     Pods::Read(Scraped {
         fleet,
+        pods,
         first_error,
         started_at,
         starting_since,

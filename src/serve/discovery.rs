@@ -54,6 +54,8 @@ pub struct PodEndpoint {
     /// static URL is only a place: a refused connection there means no replica runs, so the
     /// target is at zero, not unread.
     pub vouched: bool,
+    /// Its `controller.kubernetes.io/pod-deletion-cost` as the watch last saw it.
+    pub deletion_cost: Option<i32>,
 }
 
 /// A target's pods at one moment.
@@ -322,6 +324,7 @@ impl Discovery {
                             address: Address::Url(u.clone()),
                             cpu_request_cores: crate::metrics::replica::DEFAULT_CPU_REQUEST_CORES,
                             vouched: false,
+                            deletion_cost: None,
                         })
                         .collect(),
                 ));
@@ -504,6 +507,12 @@ impl EndpointShape {
             address,
             cpu_request_cores: cpu_request(pod),
             vouched: true,
+            deletion_cost: pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::scaling::deletion_cost::ANNOTATION))
+                .and_then(|v| crate::scaling::deletion_cost::parse(v)),
         })
     }
 }

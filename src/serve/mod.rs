@@ -12,6 +12,7 @@
 pub mod activator;
 pub mod activators;
 pub mod collector;
+pub mod deletion_cost;
 pub mod connections;
 pub mod discovery;
 pub mod limits;

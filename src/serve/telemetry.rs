@@ -27,6 +27,7 @@ pub struct Telemetry {
     pub cold_start: Family<Labels, Gauge<f64, AtomicU64>>,
     pub activator_up: Family<Labels, Gauge>,
     pub config_errors: Family<Labels, Gauge>,
+    pub deletion_cost_writes: Family<Labels, Counter>,
     pub collectors: Gauge,
     pub grpc_calls: Family<Labels, Counter>,
 }
@@ -48,6 +49,7 @@ impl Telemetry {
         let cold_start = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let activator_up = Family::<Labels, Gauge>::default();
         let config_errors = Family::<Labels, Gauge>::default();
+        let deletion_cost_writes = Family::<Labels, Counter>::default();
         let collectors = Gauge::default();
         let grpc_calls = Family::<Labels, Counter>::default();
         registry.register(
@@ -85,6 +87,11 @@ impl Telemetry {
             "Trigger metadata that does not fit what the pods serve (key, and what was seen)",
             config_errors.clone(),
         );
+        registry.register(
+            "deletion_cost_writes",
+            "Pod deletion-cost annotations written for a target (deletionCost: true), per result",
+            deletion_cost_writes.clone(),
+        );
         registry.register("collectors", "Collectors running", collectors.clone());
         registry.register(
             "grpc_calls",
@@ -100,6 +107,7 @@ impl Telemetry {
             cold_start,
             activator_up,
             config_errors,
+            deletion_cost_writes,
             collectors,
             grpc_calls,
         }
@@ -201,6 +209,18 @@ impl TriggerSeries {
             .set(seconds);
     }
 
+    /// The counter of deletion-cost writes that ended as `result` (ok, failed).
+    pub fn write_counter(&self, result: &str) -> Counter {
+        let l = self.with("result", result);
+        let counter = self
+            .telemetry
+            .deletion_cost_writes
+            .get_or_create(&l)
+            .clone();
+        self.remember(l);
+        counter
+    }
+
     pub fn activator_up(&self, up: bool) {
         let t = &self.telemetry;
         t.activator_up
@@ -222,6 +242,7 @@ impl Drop for TriggerSeries {
             for labels in extra.iter() {
                 t.scrape_errors.remove(labels);
                 t.config_errors.remove(labels);
+                t.deletion_cost_writes.remove(labels);
             }
         }
     }

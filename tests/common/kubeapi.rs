@@ -26,7 +26,12 @@ pub struct KubeApi {
     /// Per pod name: its `creationTimestamp` and its Ready condition's `lastTransitionTime`
     /// (RFC 3339); pods not named here have neither.
     pub start_times: Arc<Mutex<std::collections::HashMap<String, (String, String)>>>,
+    /// Every pod PATCH: the pod's name, the body, and when it came. A merge patch's annotations
+    /// are kept and served with the pod from then on.
+    pub patches: Arc<Mutex<Vec<(String, serde_json::Value, std::time::Instant)>>>,
 }
+
+type Annotations = std::collections::HashMap<String, serde_json::Map<String, serde_json::Value>>;
 
 /// A blocking GET of `http://addr/path`, for the pod proxy.
 fn get(addr: &str, path: &str) -> Option<(u16, Vec<u8>)> {
@@ -95,6 +100,9 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
     let endpoints = activators.clone();
     let start_times = Arc::new(Mutex::new(std::collections::HashMap::new()));
     let times = start_times.clone();
+    let patches = Arc::new(Mutex::new(Vec::new()));
+    let patched = patches.clone();
+    let annotations = Arc::new(Mutex::new(Annotations::new()));
     let service_path = format!("/api/v1/namespaces/{ns}/services/infscale-activator");
     let slices_path = format!("/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices");
     let server = serve(
@@ -180,11 +188,18 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
             } else if path == pod_path {
                 lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let times = times.lock().unwrap().clone();
+                let notes = annotations.lock().unwrap().clone();
                 let items: Vec<serde_json::Value> = shared
                     .lock()
                     .unwrap()
                     .iter()
-                    .map(|p| pod_json(ns, app, p, 1, times.get(&p.name)))
+                    .map(|p| {
+                        let mut pod = pod_json(ns, app, p, 1, times.get(&p.name));
+                        if let Some(a) = notes.get(&p.name) {
+                            pod["metadata"]["annotations"] = serde_json::Value::Object(a.clone());
+                        }
+                        pod
+                    })
                     .collect();
                 json(
                     &mut stream,
@@ -192,6 +207,36 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                     serde_json::json!({"apiVersion": "v1", "kind": "PodList",
                 "metadata": {"resourceVersion": "1"}, "items": items}),
                 );
+            } else if let (Some(name), "PATCH") = (
+                path.strip_prefix(&format!("{pod_path}/"))
+                    .filter(|n| !n.contains('/')),
+                head.method.as_str(),
+            ) {
+                let body: serde_json::Value =
+                    serde_json::from_slice(&head.body).unwrap_or_default();
+                patched.lock().unwrap().push((
+                    name.to_owned(),
+                    body.clone(),
+                    std::time::Instant::now(),
+                ));
+                let known = shared.lock().unwrap().iter().find(|p| p.name == name).cloned();
+                match (known, body["metadata"]["annotations"].as_object()) {
+                    (Some(p), Some(new)) => {
+                        let mut notes = annotations.lock().unwrap();
+                        let entry = notes.entry(name.to_owned()).or_default();
+                        entry.extend(new.clone());
+                        let mut pod = pod_json(ns, app, &p, 2, None);
+                        pod["metadata"]["annotations"] = serde_json::Value::Object(entry.clone());
+                        json(&mut stream, 200, pod);
+                    }
+                    _ => json(
+                        &mut stream,
+                        422,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                            "status": "Failure", "reason": "Invalid", "code": 422,
+                            "message": format!("cannot patch pod {name}")}),
+                    ),
+                }
             } else if let Some(rest) = path.strip_prefix(&format!("{pod_path}/")) {
                 // The pod proxy: /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH
                 let (who, tail) = rest.split_once("/proxy").unwrap_or((rest, "/"));
@@ -224,5 +269,6 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
         pod_lists,
         activators,
         start_times,
+        patches,
     }
 }
