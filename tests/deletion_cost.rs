@@ -36,7 +36,10 @@ fn three_pods(loads: [(u32, u32); 3]) -> (Vec<Pod>, KubeApi, u16) {
     let port = first.server.addr.port();
     let mut pods = vec![first];
     for (i, load) in loads.iter().enumerate().skip(1) {
-        pods.push(pod(&format!("127.0.0.{}:{port}", i + 1), page(load.0, load.1)));
+        pods.push(pod(
+            &format!("127.0.0.{}:{port}", i + 1),
+            page(load.0, load.1),
+        ));
     }
     let api = kube_api(
         "llm",
@@ -52,7 +55,11 @@ fn three_pods(loads: [(u32, u32); 3]) -> (Vec<Pod>, KubeApi, u16) {
     (pods, api, port)
 }
 
-fn trigger(name: &str, port: u16, extra: &[(&str, &str)]) -> infscale::serve::proto::ScaledObjectRef {
+fn trigger(
+    name: &str,
+    port: u16,
+    extra: &[(&str, &str)],
+) -> infscale::serve::proto::ScaledObjectRef {
     let mut metadata = vec![
         ("deployment", "chat".to_owned()),
         // 100 per replica: the pods' 51 requests want one replica, three are Ready, so a
@@ -90,7 +97,12 @@ async fn costs_order_the_pods_by_their_in_flight_requests() {
     .await;
     let mut c = client(running.grpc).await;
     let so = trigger("chat", port, &[("deletionCost", "true")]);
-    let value = value_when(&mut c, &metrics_request(&so, "infscale-queue-chat"), Some(51.0)).await;
+    let value = value_when(
+        &mut c,
+        &metrics_request(&so, "infscale-queue-chat"),
+        Some(51.0),
+    )
+    .await;
     assert_eq!(value, 51.0);
     let deadline = Instant::now() + Duration::from_secs(15);
     let written = loop {
@@ -109,12 +121,17 @@ async fn costs_order_the_pods_by_their_in_flight_requests() {
     // A steady load is written once: the next rounds change nothing.
     let writes = api.patches.lock().unwrap().len();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(api.patches.lock().unwrap().len(), writes, "rewrote a steady load");
+    assert_eq!(
+        api.patches.lock().unwrap().len(),
+        writes,
+        "rewrote a steady load"
+    );
     let text = running.metrics_text().await;
     assert!(
-        text.lines().any(|l| l.starts_with("infscale_deletion_cost_writes_total{")
-            && l.contains("result=\"ok\"")
-            && l.ends_with(&format!(" {writes}"))),
+        text.lines()
+            .any(|l| l.starts_with("infscale_deletion_cost_writes_total{")
+                && l.contains("result=\"ok\"")
+                && l.ends_with(&format!(" {writes}"))),
         "{text}"
     );
 }
@@ -143,7 +160,10 @@ async fn a_moving_load_is_written_no_more_often_than_the_budget() {
     let so = trigger(
         "chat",
         port,
-        &[("deletionCost", "true"), ("deletionCostWritesPerMinute", "4")],
+        &[
+            ("deletionCost", "true"),
+            ("deletionCostWritesPerMinute", "4"),
+        ],
     );
     value_when(&mut c, &metrics_request(&so, "infscale-queue-chat"), None).await;
     let began = Instant::now();
@@ -175,8 +195,18 @@ async fn nothing_is_written_without_the_opt_in() {
     let mut c = client(running.grpc).await;
     let plain = trigger("plain", port, &[]);
     let off = trigger("off", port, &[("deletionCost", "false")]);
-    value_when(&mut c, &metrics_request(&plain, "infscale-queue-chat"), Some(51.0)).await;
-    value_when(&mut c, &metrics_request(&off, "infscale-queue-chat"), Some(51.0)).await;
+    value_when(
+        &mut c,
+        &metrics_request(&plain, "infscale-queue-chat"),
+        Some(51.0),
+    )
+    .await;
+    value_when(
+        &mut c,
+        &metrics_request(&off, "infscale-queue-chat"),
+        Some(51.0),
+    )
+    .await;
     churn(&pods, 3).await;
     assert!(
         api.patches.lock().unwrap().is_empty(),

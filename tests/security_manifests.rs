@@ -215,7 +215,11 @@ fn deletion_cost_adds_only_patch_on_pods_in_a_namespace() {
     let rule = |g: &str, r: &str, v: &str| (g.to_owned(), r.to_owned(), v.to_owned());
     assert_eq!(granted(rel), BTreeSet::from([rule("", "pods", "patch")]));
     for d in docs(rel) {
-        assert_ne!(d["kind"].as_str(), Some("ClusterRole"), "{rel}: namespaced only");
+        assert_ne!(
+            d["kind"].as_str(),
+            Some("ClusterRole"),
+            "{rel}: namespaced only"
+        );
         assert_ne!(d["kind"].as_str(), Some("ClusterRoleBinding"), "{rel}");
     }
     let base = granted("manifests/scaler/rbac.yaml");

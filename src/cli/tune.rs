@@ -100,6 +100,13 @@ pub struct Args {
     /// the HPA taking the larger count; `none` is the metric alone.
     #[arg(long, default_value = "none")]
     pub also: String,
+    /// Whether points keep the pods' deletion cost: off, on, or both (each point twice).
+    #[arg(long, default_value = "off", value_parser = ["off", "on", "both"])]
+    pub deletion_cost: String,
+    /// Count each request a scale-down cuts as this many SLO misses when choosing (the frontier
+    /// and --max-miss); 0 ignores cuts.
+    #[arg(long, value_name = "WEIGHT", default_value_t = 0.0)]
+    pub cut_weight: f64,
     /// How many points of the grid to run, spread evenly over it (0: all).
     #[arg(long, default_value_t = 0)]
     pub points: usize,
@@ -198,6 +205,11 @@ impl Args {
                     )),
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?,
+            deletion_costs: match self.deletion_cost.as_str() {
+                "on" => vec![true],
+                "both" => vec![false, true],
+                _ => vec![false],
+            },
         })
     }
 }
@@ -219,9 +231,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let summaries: Vec<Summary> =
         tune::run_points(&specs, &policies, traces, &hw, &settings, &|| bar.inc(1));
     bar.finish_and_clear();
-    let frontier = tune::pareto(&summaries);
+    if !(args.cut_weight.is_finite() && args.cut_weight >= 0.0) {
+        bail!("--cut-weight {}: expected a number >= 0", args.cut_weight);
+    }
+    let frontier = tune::pareto(&summaries, args.cut_weight);
     let chosen = match args.max_miss {
-        Some(max_miss) => match tune::cheapest_under(&summaries, max_miss) {
+        Some(max_miss) => match tune::cheapest_under(&summaries, max_miss, args.cut_weight) {
             Some(best) => Some(best),
             None => bail!(
                 "no point has at most {max_miss}% misses: widen the grid (higher max, lookahead)"

@@ -146,7 +146,10 @@ mod tests {
         assert!(scale_down_near(&[(Some(40.0), 24.0)], 3));
         assert!(!scale_down_near(&[(Some(50.0), 24.0)], 3));
         assert!(!scale_down_near(&[(None, 24.0)], 3));
-        assert!(!scale_down_near(&[(Some(0.0), 24.0)], 1), "one pod: nothing to choose");
+        assert!(
+            !scale_down_near(&[(Some(0.0), 24.0)], 1),
+            "one pod: nothing to choose"
+        );
         // Two metrics: the larger proposal decides.
         assert!(!scale_down_near(&[(Some(10.0), 24.0), (Some(2.9), 1.0)], 3));
         assert!(scale_down_near(&[(Some(10.0), 24.0), (Some(1.5), 1.0)], 3));
@@ -157,13 +160,19 @@ mod tests {
         assert!(meaningful(0, 1));
         assert!(meaningful(3, 4));
         assert!(!meaningful(40, 45));
-        assert!(meaningful(40, 50));
+        assert!(meaningful(40, 55));
+        assert!(!meaningful(40, 50));
         assert!(!meaningful(7, 7));
     }
 
     #[test]
     fn writes_wait_for_a_scale_down_and_keep_to_the_budget() {
-        let pods = [pod("a", 40, None), pod("b", 2, None), pod("c", 0, None), pod("d", 9, None)];
+        let pods = [
+            pod("a", 40, None),
+            pod("b", 2, None),
+            pod("c", 0, None),
+            pod("d", 9, None),
+        ];
         let mut budget = Budget::new(2);
         assert!(plan(&pods, false, &mut budget, 0.0).is_empty());
         let first = plan(&pods, true, &mut budget, 0.0);

@@ -232,7 +232,7 @@ pub const KEYS: &[Key] = &[
         unit: "BOOL",
         kind: Kind::Flag,
         default: "false",
-        doc: "keep each Ready pod's controller.kubernetes.io/pod-deletion-cost at its in-flight requests while a scale-down is near, so the ReplicaSet removes the least busy pod (needs patch on pods: manifests/rbac-deletion-cost.yaml)",
+        doc: "keep each Ready pod's controller.kubernetes.io/pod-deletion-cost at its in-flight requests while a scale-down is near, so the ReplicaSet removes the least busy pod (needs patch on pods: manifests/scaler/rbac-deletion-cost.yaml)",
     },
     Key {
         name: "deletioncostwrites",

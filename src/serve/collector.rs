@@ -149,16 +149,19 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     if spec.policy.lookahead_auto {
         series.cold_start(spec.policy.lookahead_s);
     }
-    let mut costs = spec.policy.deletion_cost.then(|| {
-        let (ok, failed) = (series.write_counter("ok"), series.write_counter("failed"));
-        CostWriter::start(&shared.discovery, &spec.namespace, &spec.policy, move |w| {
-            match w {
-                Written::Ok => ok.inc(),
-                Written::Failed(_) => failed.inc(),
-            };
+    let mut costs = spec
+        .policy
+        .deletion_cost
+        .then(|| {
+            let (ok, failed) = (series.write_counter("ok"), series.write_counter("failed"));
+            CostWriter::start(&shared.discovery, &spec.namespace, &spec.policy, move |w| {
+                match w {
+                    Written::Ok => ok.inc(),
+                    Written::Failed(_) => failed.inc(),
+                };
+            })
         })
-    })
-    .flatten();
+        .flatten();
     loop {
         let counts_changed = async {
             match counts.as_mut() {

@@ -12,8 +12,8 @@
 pub mod activator;
 pub mod activators;
 pub mod collector;
-pub mod deletion_cost;
 pub mod connections;
+pub mod deletion_cost;
 pub mod discovery;
 pub mod limits;
 pub mod metadata;

@@ -30,7 +30,9 @@ pub enum Balancer {
 /// activator's timeout answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fate {
-    FirstToken { ttft: f64 },
+    FirstToken {
+        ttft: f64,
+    },
     Rejected,
     /// Its replica was stopped at the end of the grace period with the request unfinished.
     Cut,

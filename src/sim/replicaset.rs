@@ -63,7 +63,11 @@ mod tests {
     #[test]
     fn the_lowest_cost_goes_first_then_the_most_recently_ready() {
         let now = 10_000.0;
-        let rs = [ready(0, 0.0, None), ready(1, 9_000.0, None), ready(2, 5_000.0, None)];
+        let rs = [
+            ready(0, 0.0, None),
+            ready(1, 9_000.0, None),
+            ready(2, 5_000.0, None),
+        ];
         assert_eq!(victim(&rs, now), Some(1), "ready 1000 s ago, the newest");
         let rs = [ready(0, 0.0, Some(-1)), ready(1, 9_000.0, None)];
         assert_eq!(victim(&rs, now), Some(0), "a lower cost beats recency");

@@ -35,6 +35,17 @@ pub struct Summary {
     pub goodput_per_gpu_hour: f64,
 }
 
+impl Summary {
+    /// The miss % with each cut request also counted `cut_weight` times (a cut before its
+    /// first token is already a miss, and counts again).
+    pub fn weighted_miss_pct(&self, cut_weight: f64) -> f64 {
+        if self.requests == 0 {
+            return self.slo_miss_pct;
+        }
+        self.slo_miss_pct + cut_weight * 100.0 * self.cut as f64 / self.requests as f64
+    }
+}
+
 /// The q-quantile of sorted values, interpolated linearly between ranks.
 pub fn quantile(sorted: &[f32], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -199,6 +210,7 @@ mod tests {
             replica_seconds: 1800.0,
             scale_events: 0,
             peak: 1,
+            cost_writes: 0,
             timeline: Vec::new(),
             series: Vec::new(),
         };

@@ -426,7 +426,11 @@ fn annotate(
         .collect();
     let writes = deletion_cost::plan(&pods, near, budget, now);
     for (pod, cost) in &writes {
-        if let Some(r) = cluster.replicas.iter_mut().find(|r| r.id.to_string() == *pod) {
+        if let Some(r) = cluster
+            .replicas
+            .iter_mut()
+            .find(|r| r.id.to_string() == *pod)
+        {
             r.deletion_cost = Some(*cost);
         }
     }

@@ -257,6 +257,7 @@ mod tests {
             replica_minutes: minutes,
             peak_replicas: 3,
             scale_events: 4,
+            cost_writes: 0.0,
             goodput_per_gpu_hour: 0.0,
         }
     }

@@ -28,6 +28,8 @@ pub struct Grid {
     /// A further metric per point, `metric:target` (e.g. "kv:0.8"), or "" for none: the point
     /// then scales on both, the HPA taking the larger count.
     pub also: Vec<String>,
+    /// Whether points keep the pods' deletion cost (`deletioncost=true`), one point per value.
+    pub deletion_costs: Vec<bool>,
 }
 
 impl Default for Grid {
@@ -43,6 +45,7 @@ impl Default for Grid {
             max: 8,
             with: String::new(),
             also: vec![String::new()],
+            deletion_costs: vec![false],
         }
     }
 }
@@ -87,7 +90,13 @@ impl Grid {
                         if head.contains('+') && Policy::parse(&spec).is_err() {
                             continue;
                         }
-                        out.push(spec);
+                        for &cost in &self.deletion_costs {
+                            out.push(if cost {
+                                format!("{spec},deletioncost=true")
+                            } else {
+                                spec.clone()
+                            });
+                        }
                     }
                 }
             }
@@ -151,30 +160,36 @@ pub fn run_points(
         .collect()
 }
 
-/// The points no other point beats on both misses and cost, cheapest first.
-pub fn pareto(summaries: &[Summary]) -> Vec<Summary> {
+/// The points no other point beats on both misses and cost, cheapest first; misses weigh each
+/// cut request `cut_weight` times ([`Summary::weighted_miss_pct`]).
+pub fn pareto(summaries: &[Summary], cut_weight: f64) -> Vec<Summary> {
+    let miss = |s: &Summary| s.weighted_miss_pct(cut_weight);
     let mut sorted: Vec<&Summary> = summaries.iter().collect();
     sorted.sort_by(|a, b| {
         a.replica_minutes
             .total_cmp(&b.replica_minutes)
-            .then(a.slo_miss_pct.total_cmp(&b.slo_miss_pct))
+            .then(miss(a).total_cmp(&miss(b)))
     });
     let mut frontier: Vec<Summary> = Vec::new();
     let mut best_miss = f64::INFINITY;
     for s in sorted {
-        if s.slo_miss_pct < best_miss {
-            best_miss = s.slo_miss_pct;
+        if miss(s) < best_miss {
+            best_miss = miss(s);
             frontier.push(s.clone());
         }
     }
     frontier
 }
 
-/// The cheapest point with at most `max_miss_pct` misses.
-pub fn cheapest_under(summaries: &[Summary], max_miss_pct: f64) -> Option<&Summary> {
+/// The cheapest point with at most `max_miss_pct` misses, cuts weighed as in [`pareto`].
+pub fn cheapest_under(
+    summaries: &[Summary],
+    max_miss_pct: f64,
+    cut_weight: f64,
+) -> Option<&Summary> {
     summaries
         .iter()
-        .filter(|s| s.slo_miss_pct <= max_miss_pct)
+        .filter(|s| s.weighted_miss_pct(cut_weight) <= max_miss_pct)
         .min_by(|a, b| a.replica_minutes.total_cmp(&b.replica_minutes))
 }
 
@@ -235,10 +250,32 @@ mod tests {
             s("d", 0.0, 30.0),
             s("e", 5.0, 12.0),
         ];
-        let names: Vec<String> = pareto(&points).into_iter().map(|p| p.policy).collect();
+        let names: Vec<String> = pareto(&points, 0.0).into_iter().map(|p| p.policy).collect();
         assert_eq!(names, ["a", "b", "d"]);
-        assert_eq!(cheapest_under(&points, 1.0).unwrap().policy, "b");
-        assert!(cheapest_under(&points, -1.0).is_none());
+        assert_eq!(cheapest_under(&points, 1.0, 0.0).unwrap().policy, "b");
+        assert!(cheapest_under(&points, -1.0, 0.0).is_none());
+    }
+
+    #[test]
+    fn weighed_cuts_move_a_point_off_the_frontier() {
+        let mut cutting = s("cutting", 1.0, 10.0);
+        cutting.cut = 3;
+        let careful = s("careful", 2.0, 11.0);
+        let both = [cutting, careful];
+        let names = |w| -> Vec<String> { pareto(&both, w).into_iter().map(|p| p.policy).collect() };
+        assert_eq!(names(0.0), ["cutting"]);
+        // Three cuts in 100 requests, each weighed as a miss: 4% against 2%.
+        assert_eq!(names(1.0), ["cutting", "careful"]);
+        assert_eq!(cheapest_under(&both, 2.5, 1.0).unwrap().policy, "careful");
+        let grid = Grid {
+            deletion_costs: vec![false, true],
+            ..Grid::default()
+        };
+        assert_eq!(grid.policies().len(), 2 * Grid::default().policies().len());
+        assert!(grid
+            .policies()
+            .iter()
+            .any(|p| p.ends_with(",deletioncost=true")));
     }
 
     #[test]

@@ -219,7 +219,12 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                     body.clone(),
                     std::time::Instant::now(),
                 ));
-                let known = shared.lock().unwrap().iter().find(|p| p.name == name).cloned();
+                let known = shared
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|p| p.name == name)
+                    .cloned();
                 match (known, body["metadata"]["annotations"].as_object()) {
                     (Some(p), Some(new)) => {
                         let mut notes = annotations.lock().unwrap();
