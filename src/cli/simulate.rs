@@ -172,7 +172,7 @@ impl SimArgs {
         for (flag, v) in positive {
             positive_seconds(flag, v)?;
         }
-        if !(self.drain >= 0.0) {
+        if self.drain.is_nan() || self.drain < 0.0 {
             anyhow::bail!("--drain {}: expected seconds >= 0, or inf", self.drain);
         }
         if !(self.cold_start_spread.is_finite() && (0.0..=3.0).contains(&self.cold_start_spread)) {
