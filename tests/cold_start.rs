@@ -156,45 +156,97 @@ fn the_simulator_learns_its_own_cold_start_for_lookahead_auto() {
     use infscale::scaling::Policy;
     use infscale::sim::gpu::GpuModel;
     use infscale::sim::replica::Hardware;
-    use infscale::sim::run::{run, Settings};
+    use infscale::sim::run::{run, Settings, TimelineEntry};
     use infscale::sim::trace::Scenario;
 
     let trace = Scenario::default_day().generate().expect("the default day");
     let hw = Hardware::new(GpuModel::default());
     let cold = hw.gpu.cold_start_s().clamp(BOUNDS.0, BOUNDS.1);
-    let settings = Settings {
-        record_timeline: true,
-        ..Settings::default()
-    };
     let policy = Policy::parse_with_max("queue:24,lookahead=auto", 8).expect("policy");
-    let r = run(&trace, &hw, &policy, &settings);
-    let first_up = r
-        .timeline
-        .iter()
-        .find(|e| e.to > e.from)
-        .expect("a scale-up")
-        .t;
-    let ahead = |e: &infscale::sim::run::TimelineEntry| {
-        e.lines
+    // The horizon each decision projected over, in seconds.
+    let horizons = |spread: f64| -> Vec<f64> {
+        let settings = Settings {
+            record_timeline: true,
+            cold_start_spread: spread,
+            ..Settings::default()
+        };
+        let r = run(&trace, &hw, &policy, &settings);
+        r.timeline
             .iter()
-            .find(|l| l.starts_with("lookahead: trend") && l.contains(" s ahead"))
-            .cloned()
+            .flat_map(|e: &TimelineEntry| e.lines.iter())
+            .filter(|l| l.starts_with("lookahead: trend"))
+            .filter_map(|l| {
+                let (before, _) = l.split_once(" s ahead")?;
+                before.rsplit(' ').next()?.parse().ok()
+            })
+            .collect()
     };
-    let before: Vec<String> = r
-        .timeline
-        .iter()
-        .filter(|e| e.t <= first_up + cold - 1.0)
-        .filter_map(ahead)
-        .collect();
-    assert!(before.is_empty(), "no horizon before a start: {before:?}");
-    let after: Vec<String> = r
-        .timeline
-        .iter()
-        .filter(|e| e.t > first_up + cold + 1.0)
-        .filter_map(ahead)
-        .collect();
-    println!("cold start {cold} s; after: {:?}", after.first());
-    assert!(!after.is_empty(), "the learned horizon is used");
-    let horizon = format!("{} s ahead", infscale::scaling::demand::fmt(cold));
-    assert!(after.iter().all(|l| l.contains(&horizon)), "{after:?}");
+    // Equal starts: the replica running at time 0 already tells the horizon, as the pod watch
+    // tells `serve` of the pods already Ready; every decision uses it.
+    let fixed = horizons(0.0);
+    assert!(!fixed.is_empty(), "no lookahead line");
+    assert!(fixed.iter().all(|&h| h == cold), "{fixed:?} against {cold}");
+    // Starts drawn around it: the horizon follows the median of the starts seen.
+    let spread = horizons(0.5);
+    let distinct: std::collections::BTreeSet<u64> = spread.iter().map(|h| h.to_bits()).collect();
+    assert!(distinct.len() > 1, "the horizon never moved: {spread:?}");
+    assert!(
+        spread
+            .iter()
+            .all(|&h| (cold / 3.0..=cold * 3.0).contains(&h)),
+        "{spread:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wake_from_zero_is_learned_from_the_activators_hold() {
+    // The target is at zero: nothing listens at its one address. Two requests are held.
+    let port = common::scaler::free_port();
+    let act = common::activator::activator("chat");
+    act.set_held(2);
+    let running = start(Config {
+        statics: std::collections::HashMap::from([(
+            "chat".to_owned(),
+            vec![format!("http://127.0.0.1:{port}/metrics")],
+        )]),
+        allowed_activators: vec![act.url()],
+        ..config()
+    })
+    .await;
+    let mut c = client(running.grpc).await;
+    let so = object(
+        "wake",
+        &[
+            ("deployment", "chat".into()),
+            ("threshold", "24".into()),
+            ("scrapeIntervalSeconds", "0.2".into()),
+            ("coldStartSeconds", "120".into()),
+            ("lookaheadSeconds", "auto".into()),
+            ("activatorUrl", act.url()),
+        ],
+    );
+    common::scaler::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+    let held_from = Instant::now();
+    // Six seconds later a replica is Ready: the wake took about six seconds.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let _replica = pod(&format!("127.0.0.1:{port}"), Behaviour::Page(page(2.0)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let learned = loop {
+        let text = running.metrics_text().await;
+        if let Some(v) = series(&text, "infscale_cold_start_seconds", "wake") {
+            if v != 120.0 {
+                break v;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing learned from the wake:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let took = held_from.elapsed().as_secs_f64();
+    assert!(
+        (5.5..=took + 0.5).contains(&learned),
+        "learned {learned} s for a wake of about 6 s (at most {took:.1} s)"
+    );
 }

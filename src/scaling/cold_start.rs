@@ -7,7 +7,10 @@
 //! most recently created, and answers their median, bounded to [`BOUNDS`]. The median: one
 //! pod that waited on a node, or whose readiness blipped long after its start, moves it by one
 //! rank only, where a mean or a high quantile would follow it. Before any start is seen the
-//! prior (`coldStartSeconds`) is the answer. Pure: no I/O, times are parameters.
+//! prior (`coldStartSeconds`) is the answer. At zero the activator's held requests time a
+//! start as the users saw it, from the first request held to the first replica Ready (KEDA's
+//! activation included): [`HoldTimer`] turns that into one more sample. Pure: no I/O, times
+//! are parameters.
 
 /// How many recent starts the estimate is taken over.
 pub const MAX_STARTS: usize = 20;
@@ -92,9 +95,72 @@ impl ColdStarts {
     }
 }
 
+/// Times a wake from zero: from the moment requests are held with no replica Ready to the
+/// moment one is. A hold that ends with no replica (the requests timed out) is no sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HoldTimer {
+    since: Option<f64>,
+    wakes: u64,
+}
+
+impl HoldTimer {
+    /// Notes what is known at `now`: the Ready replicas (`None`: not known) and the requests
+    /// held (`None`: not read). Returns a finished wake as `(name, held_from, ready_at)`, for
+    /// [`ColdStarts::observe`].
+    pub fn note(
+        &mut self,
+        ready: Option<usize>,
+        held: Option<f64>,
+        now: f64,
+    ) -> Option<(String, f64, f64)> {
+        match (ready, held) {
+            (Some(0), Some(h)) if h > 0.0 => {
+                self.since.get_or_insert(now);
+                None
+            }
+            (Some(0), Some(_)) => {
+                self.since = None;
+                None
+            }
+            (Some(_), _) => {
+                let from = self.since.take()?;
+                self.wakes += 1;
+                Some((format!("wake-{}", self.wakes), from, now))
+            }
+            (None, _) => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wake_from_zero_is_timed_from_the_first_held_request() {
+        let mut t = HoldTimer::default();
+        assert_eq!(t.note(Some(0), Some(0.0), 0.0), None);
+        assert_eq!(t.note(Some(0), Some(2.0), 10.0), None);
+        assert_eq!(t.note(Some(0), Some(5.0), 30.0), None);
+        assert_eq!(
+            t.note(None, None, 40.0),
+            None,
+            "nothing known changes nothing"
+        );
+        assert_eq!(
+            t.note(Some(1), Some(5.0), 75.0),
+            Some(("wake-1".into(), 10.0, 75.0))
+        );
+        assert_eq!(
+            t.note(Some(1), Some(0.0), 80.0),
+            None,
+            "one sample per wake"
+        );
+        // Held, then given up (timed out) before any replica: no sample.
+        assert_eq!(t.note(Some(0), Some(1.0), 100.0), None);
+        assert_eq!(t.note(Some(0), Some(0.0), 400.0), None);
+        assert_eq!(t.note(Some(1), Some(0.0), 500.0), None);
+    }
 
     #[test]
     fn starts_of_40_and_60_s_give_a_horizon_between_them() {

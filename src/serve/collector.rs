@@ -13,7 +13,7 @@
 use super::activator::Counts;
 use super::activators;
 use super::deletion_cost::{CostWriter, Written};
-use super::discovery::{Discovery, DiscoveryError, PodEndpoint, PodStart};
+use super::discovery::{wall_clock_s, Discovery, DiscoveryError, PodEndpoint, PodStart};
 use super::limits::Limits;
 use super::metadata::TargetSpec;
 use super::scrape::{ScrapeError, Scraper};
@@ -21,7 +21,7 @@ use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
-use crate::scaling::cold_start::ColdStarts;
+use crate::scaling::cold_start::{ColdStarts, HoldTimer};
 use crate::scaling::deletion_cost::metric_values;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
 use crate::scaling::Observation;
@@ -146,6 +146,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     let mut follower_alive = counts.is_some();
     // The cold start learned from the pods' starts (`lookaheadSeconds: auto`).
     let mut cold = ColdStarts::default();
+    let mut wake = HoldTimer::default();
     if spec.policy.lookahead_auto {
         series.cold_start(spec.policy.lookahead_s);
     }
@@ -190,6 +191,10 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             pods.ready(),
             spec.policy.activation,
         );
+        // Pod times are wall-clock times: a wake is timed on the same clock.
+        if let Some((name, from, ready)) = wake.note(pods.ready(), held, wall_clock_s()) {
+            take(&mut cold, [(name.as_str(), from, ready)], &series);
+        }
         if !scraped && evaluated_held == Some(held) {
             continue;
         }
@@ -220,9 +225,22 @@ fn learn(cold: &mut ColdStarts, round: &Round, series: &TriggerSeries) {
     let Round::Scraped { starts, .. } = round else {
         return;
     };
+    let starts = starts
+        .iter()
+        .map(|s| (s.pod.as_str(), s.created_s, s.ready_s));
+    take(cold, starts, series);
+}
+
+/// Takes starts `(name, from, ready)` into the learned cold start; logs and exports it when
+/// one was new.
+fn take<'a>(
+    cold: &mut ColdStarts,
+    starts: impl IntoIterator<Item = (&'a str, f64, f64)>,
+    series: &TriggerSeries,
+) {
     let mut taken = false;
-    for s in starts {
-        taken |= cold.observe(&s.pod, s.created_s, s.ready_s);
+    for (name, from, ready) in starts {
+        taken |= cold.observe(name, from, ready);
     }
     if let (true, Some(learned)) = (taken, cold.learned()) {
         tracing::info!(

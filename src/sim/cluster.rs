@@ -101,11 +101,18 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster with `ready` replicas already serving.
+    /// A cluster with `ready` replicas already serving, each started one cold start before
+    /// time 0 (so a scaler watching the pods sees their starts at once, as `serve` does).
     pub fn new(hw: Hardware, ready: u32, hold_timeout_s: f64) -> Cluster {
-        let replicas = (0..ready)
-            .map(|id| SimReplica::new(id, Phase::Ready))
+        let cold = hw.gpu.cold_start_s();
+        let replicas: Vec<SimReplica> = (0..ready)
+            .map(|id| {
+                let mut r = SimReplica::new(id, Phase::Ready);
+                r.created_at = -cold;
+                r
+            })
             .collect();
+        let became_ready = replicas.iter().map(|r| (r.created_at, 0.0)).collect();
         Cluster {
             hw,
             replicas,
@@ -121,7 +128,7 @@ impl Cluster {
             cold_rng: Rng::new(0xc01d),
             balancer: Balancer::LeastRequest,
             route_rng: Rng::new(0x10ad),
-            became_ready: Vec::new(),
+            became_ready,
         }
     }
 

@@ -17,7 +17,7 @@ use super::rng::Rng;
 use super::trace::Trace;
 use crate::metrics::rates::Snapshot;
 use crate::metrics::ServerChoice;
-use crate::scaling::cold_start::ColdStarts;
+use crate::scaling::cold_start::{ColdStarts, HoldTimer};
 use crate::scaling::deletion_cost;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
 use crate::scaling::{
@@ -231,8 +231,10 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let steps = (trace.duration / dt).ceil() as u64;
     let mut next = 0;
     // `lookahead=auto`: the horizon is learned as `serve` learns it, from the starts seen (each
-    // replica from its order to Ready); the prior until the first is Ready.
+    // replica from its order to Ready, those running at time 0 included) and the wakes from
+    // zero; the prior until the first is seen.
     let mut cold_starts = ColdStarts::default();
+    let mut wake = HoldTimer::default();
     let mut starts_seen = 0_u64;
     let mut learned_policy: Option<Policy> = None;
     let mut apply = |cluster: &mut Cluster,
@@ -262,11 +264,19 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         }
         cluster.step(t, dt, requests, &mut fate);
         let now = t + dt;
-        if policy.lookahead_auto && !cluster.became_ready.is_empty() {
+        if policy.lookahead_auto {
+            // The starts of the replicas that became Ready, and a wake from zero timed from
+            // the first held request, as `serve` takes them.
             let mut taken = false;
             for (created, ready) in cluster.became_ready.drain(..) {
                 starts_seen += 1;
                 taken |= cold_starts.observe(&format!("r{starts_seen}"), created, ready);
+            }
+            let ready = cluster.ready() as usize;
+            if let Some((name, from, at)) =
+                wake.note(Some(ready), Some(cluster.held.len() as f64), now)
+            {
+                taken |= cold_starts.observe(&name, from, at);
             }
             if taken {
                 learned_policy = Some(policy.with_horizon(cold_starts.learned()).into_owned());
