@@ -289,6 +289,8 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
     };
     let mut chat = meta("chat");
     chat.push(("activatorUrl", admin.clone()));
+    // Its writes counter exists from the start (with no Kubernetes API, nothing is written).
+    chat.push(("deletionCost", "true".to_owned()));
     let chat = object("chat", &chat);
     let mut wrong = meta("wrong");
     wrong.push(("server", "vllm".to_owned()));
