@@ -7,7 +7,7 @@ mod common;
 use common::fixture;
 use common::kubeapi::{kube_api, FakePod};
 use common::pods::{pod, Behaviour};
-use common::scaler::{client, config, metrics_request, object, start, value_when};
+use common::scaler::{client, config, metrics_request, object, start, value_when, with_kube};
 use infscale::serve::server::Config;
 use std::time::{Duration, Instant};
 
@@ -73,13 +73,7 @@ async fn a_learned_cold_start_is_exported_and_used_by_lookahead_auto() {
             ),
         ),
     ]);
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (running, mut c) = with_kube(api.server.url("")).await;
     let trigger = |name: &str, lookahead: String| {
         object(
             name,

@@ -1,5 +1,5 @@
 //! Pod deletion cost end to end: a stand-in Kubernetes API serves three Ready pods (on
-//! 127.0.0.1, .2 and .3, one port) whose vLLM pages show uneven load; `serve` with
+//! 127.0.0.2, .3 and .4, one port) whose vLLM pages show uneven load; `serve` with
 //! `deletionCost: true` writes each pod's `controller.kubernetes.io/pod-deletion-cost` so the
 //! costs order the pods as their in-flight requests do, keeps to the stated writes per minute
 //! when the load keeps moving, and writes nothing at all without the opt-in.
@@ -7,10 +7,9 @@
 mod common;
 
 use common::fixture;
-use common::kubeapi::{kube_api, FakePod, KubeApi};
-use common::pods::{pod, Behaviour, Pod};
-use common::scaler::{client, config, metrics_request, object, start, value_when};
-use infscale::serve::server::Config;
+use common::kubeapi::{kube_api, ready_pods, KubeApi};
+use common::pods::{pods_on_one_port, Behaviour, Pod};
+use common::scaler::{metrics_request, object, value_when, with_kube};
 use std::time::{Duration, Instant};
 
 const ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
@@ -30,29 +29,11 @@ fn page(running: u32, waiting: u32) -> Behaviour {
     )
 }
 
-/// Three stand-in pods on one port, at 127.0.0.1, .2 and .3, and an API that lists them.
+/// Three stand-in pods on one port (127.0.0.2, .3 and .4) with these loads, and an API that
+/// lists them as `chat-0`, `chat-1` and `chat-2`.
 fn three_pods(loads: [(u32, u32); 3]) -> (Vec<Pod>, KubeApi, u16) {
-    let first = pod("127.0.0.1:0", page(loads[0].0, loads[0].1));
-    let port = first.server.addr.port();
-    let mut pods = vec![first];
-    for (i, load) in loads.iter().enumerate().skip(1) {
-        pods.push(pod(
-            &format!("127.0.0.{}:{port}", i + 1),
-            page(load.0, load.1),
-        ));
-    }
-    let api = kube_api(
-        "llm",
-        "chat",
-        (0..3)
-            .map(|i| FakePod {
-                name: format!("chat-{i}"),
-                ip: format!("127.0.0.{}", i + 1),
-                ready: true,
-            })
-            .collect(),
-    );
-    (pods, api, port)
+    let (pods, port) = pods_on_one_port(loads.iter().map(|l| page(l.0, l.1)).collect());
+    (pods, kube_api("llm", "chat", ready_pods("chat", 3)), port)
 }
 
 fn trigger(
@@ -89,13 +70,7 @@ fn costs(api: &KubeApi) -> [Option<i64>; 3] {
 async fn costs_order_the_pods_by_their_in_flight_requests() {
     // In flight: 12 + 28 = 40, 0 + 2 = 2, 6 + 3 = 9.
     let (_pods, api, port) = three_pods([(12, 28), (0, 2), (6, 3)]);
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (running, mut c) = with_kube(api.server.url("")).await;
     let so = trigger("chat", port, &[("deletionCost", "true")]);
     let value = value_when(
         &mut c,
@@ -150,13 +125,7 @@ async fn churn(pods: &[Pod], for_s: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_moving_load_is_written_no_more_often_than_the_budget() {
     let (pods, api, port) = three_pods([(2, 0), (5, 0), (9, 0)]);
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (running, mut c) = with_kube(api.server.url("")).await;
     let so = trigger(
         "chat",
         port,
@@ -186,13 +155,7 @@ async fn a_moving_load_is_written_no_more_often_than_the_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nothing_is_written_without_the_opt_in() {
     let (pods, api, port) = three_pods([(12, 28), (0, 2), (6, 3)]);
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (running, mut c) = with_kube(api.server.url("")).await;
     let plain = trigger("plain", port, &[]);
     let off = trigger("off", port, &[("deletionCost", "false")]);
     value_when(

@@ -5,8 +5,8 @@ mod common;
 
 use common::activator::activator;
 use common::fixture;
-use common::kubeapi::{kube_api, FakePod};
-use common::pods::{pod, Behaviour, Pod};
+use common::kubeapi::{kube_api, ready_pods, FakePod};
+use common::pods::{pod, pods_on_one_port, Behaviour};
 use common::scaler::{
     client, config, metrics_request, next_push, object, push_after_hold, start, value_when,
 };
@@ -21,30 +21,6 @@ use tonic::transport::Channel;
 
 fn page(name: &str) -> Vec<u8> {
     std::fs::read(fixture(name)).unwrap()
-}
-
-/// Stand-in pods on 127.0.0.2, 127.0.0.3, ... sharing one port, as pods share a container port.
-fn pods_on_one_port(behaviours: Vec<Behaviour>) -> (Vec<Pod>, u16) {
-    for _ in 0..20 {
-        let first = pod("127.0.0.2:0", behaviours[0].clone());
-        let port = first.server.addr.port();
-        let mut pods = vec![first];
-        let all = behaviours[1..].iter().enumerate().all(|(i, b)| {
-            let addr = format!("127.0.0.{}:{port}", i + 3);
-            match std::net::TcpListener::bind(&addr) {
-                Ok(probe) => {
-                    drop(probe);
-                    pods.push(pod(&addr, b.clone()));
-                    true
-                }
-                Err(_) => false,
-            }
-        });
-        if all {
-            return (pods, port);
-        }
-    }
-    panic!("no port free on every loopback address");
 }
 
 /// What `decide` computes for the same pages and held count: the library's evaluation.
@@ -82,17 +58,7 @@ fn decided_value(pages: &[&str], held: f64) -> f64 {
 async fn keda_calls_against_a_stand_in_cluster() {
     let busy = ["vllm-busy.prom", "vllm-idle.prom", "vllm-two-engines.prom"];
     let (pods, port) = pods_on_one_port(busy.iter().map(|p| Behaviour::Page(page(p))).collect());
-    let api = kube_api(
-        "llm",
-        "chat",
-        (0..3)
-            .map(|i| FakePod {
-                name: format!("chat-{i}"),
-                ip: format!("127.0.0.{}", i + 2),
-                ready: true,
-            })
-            .collect(),
-    );
+    let api = kube_api("llm", "chat", ready_pods("chat", 3));
     let act = activator("chat");
     let running = start(Config {
         kube_api: Some(api.server.url("")),
@@ -488,17 +454,7 @@ async fn standalone_kube_decides_through_the_pod_proxy_and_applies() {
         Behaviour::Page(page("vllm-busy.prom")),
         Behaviour::Page(page("vllm-two-engines.prom")),
     ]);
-    let api = kube_api(
-        "llm",
-        "chat",
-        (0..2)
-            .map(|i| FakePod {
-                name: format!("chat-{i}"),
-                ip: format!("127.0.0.{}", i + 2),
-                ready: true,
-            })
-            .collect(),
-    );
+    let api = kube_api("llm", "chat", ready_pods("chat", 2));
     let args: Vec<String> = [
         "kube",
         "-n",

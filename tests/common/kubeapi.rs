@@ -33,6 +33,18 @@ pub struct KubeApi {
 
 type Annotations = std::collections::HashMap<String, serde_json::Map<String, serde_json::Value>>;
 
+/// `n` Ready pods `APP-0`, `APP-1`, ... at 127.0.0.2, 127.0.0.3, ... (as
+/// [`super::pods::pods_on_one_port`] places their servers).
+pub fn ready_pods(app: &str, n: usize) -> Vec<FakePod> {
+    (0..n)
+        .map(|i| FakePod {
+            name: format!("{app}-{i}"),
+            ip: format!("127.0.0.{}", i + 2),
+            ready: true,
+        })
+        .collect()
+}
+
 /// A blocking GET of `http://addr/path`, for the pod proxy.
 fn get(addr: &str, path: &str) -> Option<(u16, Vec<u8>)> {
     use std::io::Read;

@@ -93,3 +93,27 @@ pub fn vllm_running(n: u64) -> Vec<u8> {
     )
     .into_bytes()
 }
+
+/// Stand-in pods on 127.0.0.2, 127.0.0.3, ... sharing one port, as pods share a container port.
+pub fn pods_on_one_port(behaviours: Vec<Behaviour>) -> (Vec<Pod>, u16) {
+    for _ in 0..20 {
+        let first = pod("127.0.0.2:0", behaviours[0].clone());
+        let port = first.server.addr.port();
+        let mut pods = vec![first];
+        let all = behaviours[1..].iter().enumerate().all(|(i, b)| {
+            let addr = format!("127.0.0.{}:{port}", i + 3);
+            match std::net::TcpListener::bind(&addr) {
+                Ok(probe) => {
+                    drop(probe);
+                    pods.push(pod(&addr, b.clone()));
+                    true
+                }
+                Err(_) => false,
+            }
+        });
+        if all {
+            return (pods, port);
+        }
+    }
+    panic!("no port free on every loopback address");
+}

@@ -59,6 +59,19 @@ pub async fn start(config: Config) -> Running {
     }
 }
 
+/// A scaler that finds pods through the Kubernetes API at `api_url` (a stand-in), and a
+/// client connected to it.
+pub async fn with_kube(api_url: String) -> (Running, ExternalScalerClient<Channel>) {
+    let running = start(Config {
+        kube_api: Some(api_url),
+        use_kube: true,
+        ..config()
+    })
+    .await;
+    let c = client(running.grpc).await;
+    (running, c)
+}
+
 pub async fn client(addr: SocketAddr) -> ExternalScalerClient<Channel> {
     ExternalScalerClient::connect(format!("http://{addr}"))
         .await
