@@ -204,7 +204,7 @@ impl SimArgs {
             slo_ttft_s: self.slo_ttft,
             hold_timeout_s: self.hold_timeout,
             unreadable: self.unreadable,
-            grace_s: self.drain,
+            drain_s: self.drain,
             cold_start_spread: self.cold_start_spread,
             balancer: if self.balancer == "random" {
                 Balancer::Random

@@ -288,7 +288,7 @@ fn report(
         slo_ttft_s: cfg.slo_ttft_s,
         series_every_s: 15.0,
         // The demo's pods drain what they hold before they stop.
-        grace_s: f64::INFINITY,
+        drain_s: f64::INFINITY,
         ..Settings::default()
     };
     let sim_run = simulate(

@@ -122,12 +122,13 @@ impl HoldTimer {
                 self.since = None;
                 None
             }
+            // Still at zero, the held count not read: the wake goes on.
+            (Some(0), None) | (None, _) => None,
             (Some(_), _) => {
                 let from = self.since.take()?;
                 self.wakes += 1;
                 Some((format!("wake-{}", self.wakes), from, now))
             }
-            (None, _) => None,
         }
     }
 }
@@ -146,6 +147,11 @@ mod tests {
             t.note(None, None, 40.0),
             None,
             "nothing known changes nothing"
+        );
+        assert_eq!(
+            t.note(Some(0), None, 50.0),
+            None,
+            "the count unread, still at zero"
         );
         assert_eq!(
             t.note(Some(1), Some(5.0), 75.0),

@@ -12,6 +12,7 @@
 //! the target's budget per minute ([`Budget`]). `serve` and the simulator call the same
 //! functions. Pure: times are parameters, nothing here does I/O.
 
+use super::fleet::Fleet;
 use super::{Policy, ScalerState};
 use std::collections::VecDeque;
 
@@ -87,6 +88,32 @@ pub fn metric_values(
             _ => (state.others.get(i - 1).and_then(|o| o.value), target),
         })
         .collect()
+}
+
+/// What one scrape round says: each replica read, with its in-flight requests (running +
+/// waiting, as read) and the cost it carries, and whether a scale-down is near (judged on the
+/// Ready count: those read and those not). `carried(pod)` is `None` for a pod that may not be
+/// written (nothing vouches for it), else the cost it carries. A replica not read keeps its
+/// cost: its load is not known.
+pub fn round(
+    fleet: &Fleet,
+    values: &[(Option<f64>, f64)],
+    carried: impl Fn(&str) -> Option<Option<i32>>,
+) -> (Vec<PodCost>, bool) {
+    let ready = fleet.replicas.len() as u32 + fleet.unread();
+    let pods = fleet
+        .replicas
+        .iter()
+        .filter_map(|r| {
+            let in_flight = r.running().unwrap_or(0.0) + r.waiting();
+            Some(PodCost {
+                carried: carried(&r.name)?,
+                pod: r.name.clone(),
+                in_flight: in_flight.round().clamp(0.0, f64::from(u32::MAX)) as u32,
+            })
+        })
+        .collect();
+    (pods, scale_down_near(values, ready))
 }
 
 /// Whether a pod carrying `carried` should be rewritten to `now`: any change while either is

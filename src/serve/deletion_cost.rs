@@ -11,7 +11,7 @@
 
 use super::discovery::{DiscoveryContext, PodEndpoint};
 use super::AbortOnDrop;
-use crate::scaling::deletion_cost::{self, Budget, PodCost, ANNOTATION};
+use crate::scaling::deletion_cost::{self, Budget, ANNOTATION};
 use crate::scaling::fleet::Fleet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
@@ -71,8 +71,8 @@ impl CostWriter {
         })
     }
 
-    /// After a round: plans and queues the writes for the pods read, given each metric's value
-    /// and target (`near` is judged on them and the ready count).
+    /// After a round: plans and queues the writes for the pods read ([`deletion_cost::round`]),
+    /// given each metric's value and target.
     pub fn after(
         &mut self,
         pods: &[PodEndpoint],
@@ -80,25 +80,14 @@ impl CostWriter {
         values: &[(Option<f64>, f64)],
         now: f64,
     ) {
-        let ready = fleet.replicas.len() as u32 + fleet.unread();
-        let near = deletion_cost::scale_down_near(values, ready);
         let Ok(mut carried) = self.carried.lock() else {
             return;
         };
         carried.retain(|pod, _| pods.iter().any(|p| &p.name == pod));
-        let costs: Vec<PodCost> = fleet
-            .replicas
-            .iter()
-            .filter_map(|r| {
-                let pod = pods.iter().find(|p| p.name == r.name && p.vouched)?;
-                let in_flight = r.running().unwrap_or(0.0) + r.waiting();
-                Some(PodCost {
-                    pod: r.name.clone(),
-                    in_flight: in_flight.round().clamp(0.0, f64::from(u32::MAX)) as u32,
-                    carried: carried.get(&r.name).copied().or(pod.deletion_cost),
-                })
-            })
-            .collect();
+        let (costs, near) = deletion_cost::round(fleet, values, |name| {
+            let pod = pods.iter().find(|p| p.name == name && p.vouched)?;
+            Some(carried.get(name).copied().or(pod.deletion_cost))
+        });
         // Only a writer that is free takes a batch; a busy one is left to finish, and the
         // budget is not spent on writes that were never sent.
         let Ok(permit) = self.tx.try_reserve() else {

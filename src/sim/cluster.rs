@@ -6,7 +6,7 @@
 //! around the GPU model's when a spread is set). Removed ones are those still starting first,
 //! then the Ready replicas the ReplicaSet controller ranks first ([`super::replicaset`]: the
 //! lowest deletion cost, else a recent one by chance); each leaves the Service at once, serves
-//! what it holds through the termination grace period, and what it still holds then is cut.
+//! what it holds for the drain time (`--drain`), and what it still holds then is cut.
 //! Every replica that exists, starting and draining included, is billed.
 
 use super::replica::{FirstToken, Hardware, Phase, SimReplica};
@@ -34,7 +34,7 @@ pub enum Fate {
         ttft: f64,
     },
     Rejected,
-    /// Its replica was stopped at the end of the grace period with the request unfinished.
+    /// Its replica was stopped at the end of its drain with the request unfinished.
     Cut,
 }
 
@@ -88,9 +88,9 @@ pub struct Cluster {
     pub scale_events: u32,
     pub peak: u32,
     events: Vec<FirstToken>,
-    /// How long a removed replica serves what it holds before it is stopped (infinite: until
-    /// it is done).
-    pub grace_s: f64,
+    /// How long a removed replica serves what it holds before what is left is cut (infinite:
+    /// until it is done).
+    pub drain_s: f64,
     /// Cold starts vary around the configured one by this log-normal sigma (0: all equal).
     pub cold_spread: f64,
     cold_rng: Rng,
@@ -123,7 +123,7 @@ impl Cluster {
             scale_events: 0,
             peak: ready,
             events: Vec::new(),
-            grace_s: f64::INFINITY,
+            drain_s: f64::INFINITY,
             cold_spread: 0.0,
             cold_rng: Rng::new(0xc01d),
             balancer: Balancer::LeastRequest,
@@ -246,7 +246,7 @@ impl Cluster {
 
     /// Sets the desired count at `now`: new replicas start (Ready after a cold start drawn
     /// around `cold_start_s`), removed ones are those still starting (newest first), then those
-    /// the ReplicaSet ranks first, which drain for the grace period.
+    /// the ReplicaSet ranks first, which drain for `drain_s`.
     pub fn resize(&mut self, desired: u32, now: f64, cold_start_s: f64) {
         let current = self.current();
         if desired == current {
@@ -290,7 +290,7 @@ impl Cluster {
                 break;
             };
             self.replicas[i].phase = Phase::Draining {
-                kill_at: now + self.grace_s,
+                kill_at: now + self.drain_s,
             };
         }
         self.replicas.retain(|r| match r.phase {

@@ -46,7 +46,7 @@ pub enum Phase {
     },
     Ready,
     /// Removed from the Service: finishes what it holds, then stops; what it still holds at
-    /// `kill_at` (the end of the termination grace period) is cut.
+    /// `kill_at` (the end of its drain) is cut.
     Draining {
         kill_at: f64,
     },

@@ -20,7 +20,7 @@ pub struct Summary {
     pub slo_miss: usize,
     pub slo_miss_pct: f64,
     pub rejected: usize,
-    /// Requests cut by a scale-down: their replica stopped, at the end of its grace period,
+    /// Requests cut by a scale-down: their replica stopped, at the end of its drain,
     /// before they finished (those cut before a first token are misses too).
     pub cut: usize,
     pub ttft_p50_s: f64,

@@ -64,9 +64,10 @@ pub struct Settings {
     pub series_every_s: f64,
     /// The chance that one replica's scrape fails (0 to 1), drawn per replica per scrape.
     pub unreadable: f64,
-    /// The pods' `terminationGracePeriodSeconds`: how long a replica removed by a scale-down
-    /// serves what it holds before it is stopped (infinite: until it is done).
-    pub grace_s: f64,
+    /// How long a replica removed by a scale-down serves what it holds before what is left is
+    /// cut (vLLM's `--shutdown-timeout`, within the pod's `terminationGracePeriodSeconds`;
+    /// infinite: until it is done).
+    pub drain_s: f64,
     /// Cold starts vary around the GPU model's by this log-normal sigma (0: all equal).
     pub cold_start_spread: f64,
     /// How arrivals are spread over the ready replicas.
@@ -87,15 +88,15 @@ impl Default for Settings {
             record_timeline: false,
             series_every_s: 0.0,
             unreadable: 0.0,
-            grace_s: DEFAULT_GRACE_S,
+            drain_s: DEFAULT_DRAIN_S,
             cold_start_spread: 0.0,
             balancer: Balancer::LeastRequest,
         }
     }
 }
 
-/// Kubernetes' default `terminationGracePeriodSeconds`.
-pub const DEFAULT_GRACE_S: f64 = 0.0;
+/// vLLM's default `--shutdown-timeout`: in-flight requests are aborted at SIGTERM.
+pub const DEFAULT_DRAIN_S: f64 = 0.0;
 
 /// One decision or KEDA action, for `--timeline`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -198,7 +199,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let dt = settings.dt;
     let cold_start = hw.gpu.cold_start_s();
     let mut cluster = Cluster::new(hw.clone(), policy.min.max(1), settings.hold_timeout_s);
-    cluster.grace_s = settings.grace_s;
+    cluster.drain_s = settings.drain_s;
     cluster.cold_spread = settings.cold_start_spread;
     cluster.balancer = settings.balancer;
     let mut cost_budget = deletion_cost::Budget::new(policy.deletion_cost_writes);
@@ -300,8 +301,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     let obs = observation(&cluster, Some(&scraped), &starting, now);
                     let d = decide(policy, &obs, &mut state);
                     if policy.deletion_cost {
-                        cost_writes +=
-                            annotate(&mut cluster, policy, d.value, &state, &mut cost_budget, now);
+                        let values = deletion_cost::metric_values(policy, d.value, &state);
+                        cost_writes += annotate(&mut cluster, &scraped, &values, &mut cost_budget);
                     }
                     apply(
                         &mut cluster,
@@ -331,15 +332,11 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     let starting = cluster.starting_since();
                     let obs = observation(&cluster, last_scrape.as_ref(), &starting, now);
                     let eval = evaluate(policy, &obs, &mut state);
-                    if policy.deletion_cost && scraped {
-                        cost_writes += annotate(
-                            &mut cluster,
-                            policy,
-                            eval.value,
-                            &state,
-                            &mut cost_budget,
-                            now,
-                        );
+                    if let (true, true, Some(round)) =
+                        (policy.deletion_cost, scraped, last_scrape.as_ref())
+                    {
+                        let values = deletion_cost::metric_values(policy, eval.value, &state);
+                        cost_writes += annotate(&mut cluster, round, &values, &mut cost_budget);
                     }
                     let was_active = latest.is_some_and(|l| l.1.is_active());
                     latest = Some((eval.value, eval.activity));
@@ -412,29 +409,19 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     }
 }
 
-/// `serve`'s deletion-cost writes after an evaluation: the same plan on the ready replicas'
-/// requests, each write landing on the replica's annotation. Returns the writes made.
+/// `serve`'s deletion-cost writes after a scrape round's evaluation: the same round and plan,
+/// each write landing on the replica's annotation. Returns the writes made.
 fn annotate(
     cluster: &mut Cluster,
-    policy: &Policy,
-    value: Option<f64>,
-    state: &ScalerState,
+    scrape: &Scrape,
+    values: &[(Option<f64>, f64)],
     budget: &mut deletion_cost::Budget,
-    now: f64,
 ) -> u32 {
-    let values = deletion_cost::metric_values(policy, value, state);
-    let near = deletion_cost::scale_down_near(&values, cluster.ready());
-    let pods: Vec<deletion_cost::PodCost> = cluster
-        .replicas
-        .iter()
-        .filter(|r| r.is_ready())
-        .map(|r| deletion_cost::PodCost {
-            pod: r.id.to_string(),
-            in_flight: r.outstanding() as u32,
-            carried: r.deletion_cost,
-        })
-        .collect();
-    let writes = deletion_cost::plan(&pods, near, budget, now);
+    let (pods, near) = deletion_cost::round(&scrape.fleet, values, |name| {
+        let r = cluster.replicas.iter().find(|r| r.id.to_string() == name)?;
+        Some(r.deletion_cost)
+    });
+    let writes = deletion_cost::plan(&pods, near, budget, scrape.at);
     for (pod, cost) in &writes {
         if let Some(r) = cluster
             .replicas
