@@ -117,6 +117,14 @@ fn every_tuned_key_reaches_serve_and_the_hpa() {
             "uptolerance=0.2,downtolerance=0.05,activation=1",
         ),
         ("16", "0", "60", "default", "none", "legacy=true"),
+        (
+            "48",
+            "0",
+            "60",
+            "default",
+            "none",
+            "deletioncost=true,deletioncostwrites=12",
+        ),
     ];
     for (target, lookahead, window, down, cooldown, with) in cases {
         let (spec, yaml) = tune(target, lookahead, window, down, cooldown, with);
