@@ -178,3 +178,60 @@ async fn nothing_is_written_without_the_opt_in() {
     );
     drop(running);
 }
+
+/// `infscale kube` with these extra arguments against the stand-in; its standard output.
+async fn kube_once(api: &KubeApi, port: u16, extra: &[&str]) -> String {
+    let mut args: Vec<String> = [
+        "kube",
+        "-n",
+        "llm",
+        "--deployment",
+        "chat",
+        "--kube-api",
+        &api.server.url(""),
+        "--metrics-port",
+        &port.to_string(),
+        "--scrape-via",
+        "direct",
+        "--target",
+        "100",
+        // No scale-down window: the one-shot run steps down at once (51 requests want 1).
+        "--down-window",
+        "0",
+        "--apply",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_infscale"))
+            .args(&args)
+            .output()
+            .expect("infscale runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+    .await
+    .expect("the run")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn standalone_kube_writes_the_costs_before_it_scales_down() {
+    let (_pods, api, port) = three_pods([(12, 28), (0, 2), (6, 3)]);
+    // Without the opt-in: the scale-down alone.
+    let plain = kube_once(&api, port, &[]).await;
+    assert!(plain.contains("scaled deployment/chat to 1"), "{plain}");
+    assert!(api.patches.lock().unwrap().is_empty(), "{plain}");
+    // With it: every pod's cost first, then the same scale-down.
+    *api.replicas.lock().unwrap() = 3;
+    let text = kube_once(&api, port, &["--deletion-cost"]).await;
+    assert!(text.contains("deletion cost of pod chat-0: 40"), "{text}");
+    assert!(text.contains("scaled deployment/chat to 1"), "{text}");
+    assert_eq!(costs(&api), [Some(40), Some(2), Some(9)]);
+    assert_eq!(*api.replicas.lock().unwrap(), 1);
+}

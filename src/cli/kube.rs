@@ -96,6 +96,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::decide::print(&reading.decision, &policy);
     let desired = reading.decision.desired;
     if args.apply && desired != reading.current {
+        if desired < reading.current && policy.deletion_cost {
+            // A write that fails leaves the choice to the ReplicaSet; the scale-down goes on.
+            for (pod, cost, result) in
+                standalone::write_costs(&client, &target, &policy, &reading, now).await
+            {
+                match result {
+                    Ok(()) => println!("deletion cost of pod {pod}: {cost}"),
+                    Err(e) => println!("deletion cost of pod {pod} not written: {e}"),
+                }
+            }
+        }
         standalone::apply(&client, &target, desired).await?;
         println!("scaled deployment/{} to {desired}", args.deployment);
     }

@@ -104,6 +104,27 @@ impl CostWriter {
     }
 }
 
+/// Writes one pod's cost as a merge patch of its annotation, bounded to [`WRITE_TIMEOUT`].
+pub async fn patch_cost(api: &Api<Pod>, pod: &str, cost: i32) -> Result<(), String> {
+    let params = PatchParams {
+        field_manager: Some("infscale".to_owned()),
+        ..PatchParams::default()
+    };
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {ANNOTATION: cost.to_string()}}
+    });
+    match tokio::time::timeout(
+        WRITE_TIMEOUT,
+        api.patch(pod, &params, &Patch::Merge(&patch)),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {WRITE_TIMEOUT:?}")),
+    }
+}
+
 /// Sends each batch's patches in turn; a failed one is forgotten so it is planned again.
 async fn write_all(
     api: Api<Pod>,
@@ -111,31 +132,14 @@ async fn write_all(
     carried: Carried,
     report: impl Fn(Written),
 ) {
-    let params = PatchParams {
-        field_manager: Some("infscale".to_owned()),
-        ..PatchParams::default()
-    };
     while let Some(batch) = rx.recv().await {
         for (pod, cost) in batch {
-            let patch = serde_json::json!({
-                "metadata": {"annotations": {ANNOTATION: cost.to_string()}}
-            });
-            let sent = tokio::time::timeout(
-                WRITE_TIMEOUT,
-                api.patch(&pod, &params, &Patch::Merge(&patch)),
-            )
-            .await;
-            let error = match sent {
-                Ok(Ok(_)) => None,
-                Ok(Err(e)) => Some(e.to_string()),
-                Err(_) => Some(format!("no answer within {WRITE_TIMEOUT:?}")),
-            };
-            match error {
-                None => {
+            match patch_cost(&api, &pod, cost).await {
+                Ok(()) => {
                     tracing::debug!(pod = %pod, cost, "deletion cost written");
                     report(Written::Ok);
                 }
-                Some(e) => {
+                Err(e) => {
                     tracing::warn!(pod = %pod, cost, error = %e, "deletion cost not written");
                     if let Ok(mut c) = carried.lock() {
                         if c.get(&pod) == Some(&cost) {

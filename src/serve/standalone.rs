@@ -1,9 +1,10 @@
 //! The standalone mode, without KEDA: one decision for a Deployment from its Ready pods' pages,
 //! and the write of its scale subresource. `infscale kube` parses flags, calls these and prints;
 //! the pods are found and scraped as `serve` does (its discovery and scraper), and their pages
-//! become replicas through the same [`fleet::read`] as everywhere.
+//! become replicas through the same [`fleet::read`] as everywhere. With `deletioncost=true` a
+//! scale-down first writes the pods' deletion costs, through the planner `serve` uses.
 
-use super::discovery::{label_selector, EndpointShape, ScrapeVia};
+use super::discovery::{label_selector, EndpointShape, PodEndpoint, ScrapeVia};
 use super::scrape::Scraper;
 use crate::metrics::ServerChoice;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
@@ -37,6 +38,8 @@ pub struct Decided {
     /// The Deployment's `spec.replicas`.
     pub current: u32,
     pub fleet: Fleet,
+    /// The Ready pods scraped.
+    pub pods: Vec<PodEndpoint>,
     pub decision: Decision,
 }
 
@@ -119,8 +122,34 @@ pub async fn decide_once(
     Ok(Decided {
         current,
         fleet,
+        pods: endpoints,
         decision,
     })
+}
+
+/// Before a scale-down (`deletioncost=true`): writes each pod's deletion cost, its in-flight
+/// requests as read, where it moved meaningfully, at most the policy's per-minute budget. The
+/// scale-down follows at once, so it is known to be near. Returns each write and how it ended.
+pub async fn write_costs(
+    client: &kube::Client,
+    target: &DeploymentRef,
+    policy: &Policy,
+    decided: &Decided,
+    now: f64,
+) -> Vec<(String, i32, Result<(), String>)> {
+    use crate::scaling::deletion_cost::{plan, round, Budget};
+    let (costs, _) = round(&decided.fleet, &[], |name| {
+        let pod = decided.pods.iter().find(|p| p.name == name && p.vouched)?;
+        Some(pod.deletion_cost)
+    });
+    let mut budget = Budget::new(policy.deletion_cost_writes);
+    let api: Api<Pod> = Api::namespaced(client.clone(), &target.namespace);
+    let mut out = Vec::new();
+    for (pod, cost) in plan(&costs, true, &mut budget, now) {
+        let result = super::deletion_cost::patch_cost(&api, &pod, cost).await;
+        out.push((pod, cost, result));
+    }
+    out
 }
 
 /// Writes `replicas` to the Deployment's scale subresource.
