@@ -3,8 +3,8 @@
 //! A request misses the SLO when its first token came later than the SLO, when the activator
 //! answered it with a timeout, or when it never got a first token before the trace ended.
 //! Percentiles are over the requests that got a first token. Goodput per GPU-hour is the
-//! requests that met the SLO over the GPU-hours spent (replica-hours times
-//! [`GPUS_PER_REPLICA`]).
+//! requests that met the SLO and were not cut by a scale-down, over the GPU-hours spent
+//! (replica-hours times [`GPUS_PER_REPLICA`]).
 
 use super::cluster::RequestOutcome;
 use super::gpu::GPUS_PER_REPLICA;
@@ -101,15 +101,20 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
         scale_events: (runs.iter().map(|r| f64::from(r.scale_events)).sum::<f64>() / n).round()
             as u32,
         cost_writes: runs.iter().map(|r| f64::from(r.cost_writes)).sum::<f64>() / n,
-        goodput_per_gpu_hour: goodput_per_gpu_hour(requests - slo_miss, replica_seconds),
+        goodput_per_gpu_hour: goodput_per_gpu_hour(
+            outcomes()
+                .filter(|o| !o.cut && o.first_token_s().is_some_and(|t| t <= slo_s))
+                .count(),
+            replica_seconds,
+        ),
     }
 }
 
-/// Requests that met the SLO per GPU-hour, over `replica_seconds` of replicas.
-pub fn goodput_per_gpu_hour(met_slo: usize, replica_seconds: f64) -> f64 {
+/// Good requests (met the SLO, not cut) per GPU-hour, over `replica_seconds` of replicas.
+pub fn goodput_per_gpu_hour(good: usize, replica_seconds: f64) -> f64 {
     let gpu_hours = replica_seconds / 3600.0 * GPUS_PER_REPLICA;
     if gpu_hours > 0.0 {
-        met_slo as f64 / gpu_hours
+        good as f64 / gpu_hours
     } else {
         0.0
     }
@@ -217,8 +222,12 @@ mod tests {
         let s = summarize("p", &run, 2.0);
         assert_eq!(s.goodput_per_gpu_hour, 4.0);
         // Over two runs, the requests in SLO over all the GPU-hours: (2 + 2) / 1 h.
-        let twice = summarize_many("p", &[run.clone(), run], 2.0);
+        let twice = summarize_many("p", &[run.clone(), run.clone()], 2.0);
         assert_eq!(twice.goodput_per_gpu_hour, 4.0);
+        // A request cut by a scale-down after a first token in time is not good output.
+        let mut cut = run;
+        cut.outcomes[0].cut = true;
+        assert_eq!(summarize("p", &cut, 2.0).goodput_per_gpu_hour, 2.0);
         assert_eq!(goodput_per_gpu_hour(5, 0.0), 0.0);
         let table = table(&[s], None);
         assert!(
