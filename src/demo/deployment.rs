@@ -5,11 +5,14 @@
 //! Deployment share a port on different IPs. A pod ordered now binds its slot only when its cold
 //! start is over: until then nothing listens there, so `serve` (which scrapes every slot) finds
 //! no replica, as it would not scrape a pod that is not Ready. Removal follows the simulator:
-//! pods still starting go first (newest first), then the ready ones with the fewest requests,
-//! which leave the Service at once and stop when the last request they hold ends. Every pod
-//! that exists is billed, starting and draining ones included.
+//! pods still starting go first (newest first), then the ready ones the ReplicaSet controller
+//! ranks first ([`crate::sim::replicaset`]; the demo writes no deletion cost, so a recent one by
+//! chance), which leave the Service at once and stop when the last request they hold ends (the
+//! simulator's `--drain inf`). Every pod that exists is billed, starting and draining ones
+//! included.
 
 use super::service::{Backend, Endpoints};
+use crate::sim::replicaset::{self, Candidate};
 use crate::emulate::{self, EmulateConfig, Emulator};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -25,6 +28,10 @@ enum Phase {
 
 struct Pod {
     slot: usize,
+    /// Its number, in order of creation (the ranking's stand-in for a UID).
+    id: u32,
+    /// When it became Ready, in simulated seconds.
+    ready_since: f64,
     phase: Phase,
     emulator: Option<Emulator>,
     backend: Option<Arc<Backend>>,
@@ -43,6 +50,7 @@ pub struct Deployment {
     pub scale_events: u32,
     pub peak: u32,
     billed_to: f64,
+    next_id: u32,
 }
 
 /// The slot addresses for `max` pods on `port`.
@@ -73,6 +81,7 @@ impl Deployment {
             scale_events: 0,
             peak: 0,
             billed_to: 0.0,
+            next_id: 0,
         }
     }
 
@@ -126,8 +135,11 @@ impl Deployment {
                 else {
                     break;
                 };
+                self.next_id += 1;
                 self.pods.push(Pod {
                     slot,
+                    id: self.next_id,
+                    ready_since: f64::NAN,
                     phase: Phase::Starting {
                         ready_at: now + self.cold_start_s,
                     },
@@ -137,13 +149,13 @@ impl Deployment {
             }
         } else {
             for _ in desired..current {
-                self.remove_one();
+                self.remove_one(now);
             }
         }
         self.peak = self.peak.max(self.billed());
     }
 
-    fn remove_one(&mut self) {
+    fn remove_one(&mut self, now: f64) {
         // The newest pod still starting simply stops.
         if let Some(i) = self
             .pods
@@ -153,12 +165,21 @@ impl Deployment {
             self.pods.remove(i);
             return;
         }
-        let victim = self
+        let ready = self
             .pods
-            .iter_mut()
-            .filter(|p| matches!(p.phase, Phase::Ready))
-            .min_by_key(|p| p.backend.as_ref().map_or(0, |b| b.outstanding()));
-        if let Some(p) = victim {
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p.phase, Phase::Ready));
+        let victim = replicaset::pick(
+            ready.map(|(index, p)| Candidate {
+                index,
+                cost: None,
+                ready_since: p.ready_since,
+                id: p.id,
+            }),
+            now,
+        );
+        if let Some(p) = victim.and_then(|i| self.pods.get_mut(i)) {
             p.phase = Phase::Draining;
             if let Some(b) = &p.backend {
                 self.endpoints.remove(b.addr);
@@ -185,6 +206,7 @@ impl Deployment {
                     pod.backend = Some(backend);
                     pod.emulator = Some(emulator);
                     pod.phase = Phase::Ready;
+                    pod.ready_since = ready_at;
                 }
             }
         }

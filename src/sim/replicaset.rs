@@ -32,20 +32,42 @@ fn uid(id: u32) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The index of the Ready replica the controller deletes first at `now`, if any is Ready.
-pub fn victim(replicas: &[SimReplica], now: f64) -> Option<usize> {
-    replicas
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.is_ready())
-        .min_by_key(|(_, r)| {
+/// A Ready pod the controller may delete: where it is in its list, its deletion cost, when it
+/// became Ready, and a number standing for its UID.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub index: usize,
+    pub cost: Option<i32>,
+    pub ready_since: f64,
+    pub id: u32,
+}
+
+/// The candidate the controller deletes first at `now`, if any.
+pub fn pick(candidates: impl IntoIterator<Item = Candidate>, now: f64) -> Option<usize> {
+    candidates
+        .into_iter()
+        .min_by_key(|c| {
             (
-                r.deletion_cost.unwrap_or(0),
-                ready_rank(r.ready_since, now),
-                uid(r.id),
+                c.cost.unwrap_or(0),
+                ready_rank(c.ready_since, now),
+                uid(c.id),
             )
         })
-        .map(|(i, _)| i)
+        .map(|c| c.index)
+}
+
+/// The index of the Ready replica the controller deletes first at `now`, if any is Ready.
+pub fn victim(replicas: &[SimReplica], now: f64) -> Option<usize> {
+    let ready = replicas.iter().enumerate().filter(|(_, r)| r.is_ready());
+    pick(
+        ready.map(|(index, r)| Candidate {
+            index,
+            cost: r.deletion_cost,
+            ready_since: r.ready_since,
+            id: r.id,
+        }),
+        now,
+    )
 }
 
 #[cfg(test)]
