@@ -12,8 +12,8 @@
 //! included.
 
 use super::service::{Backend, Endpoints};
-use crate::sim::replicaset::{self, Candidate};
 use crate::emulate::{self, EmulateConfig, Emulator};
+use crate::sim::replicaset::{self, Candidate};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
