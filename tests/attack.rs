@@ -8,6 +8,7 @@ use common::kubeapi::{kube_api, FakePod};
 use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{
     active_when, client, config, free_port, metrics_request, next_push, object, start, value_when,
+    with_kube,
 };
 use infscale::serve::limits::Limits;
 use infscale::serve::server::Config;
@@ -167,13 +168,7 @@ async fn fifty_scaled_objects_in_a_namespace_share_one_pod_watch() {
             ready: true,
         }],
     );
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (_running, mut c) = with_kube(api.server.url("")).await;
     let objects: Vec<_> = (0..50)
         .map(|i| {
             object(

@@ -22,6 +22,19 @@ fn rounds() -> impl Strategy<Value = Vec<(Vec<u32>, bool, f64)>> {
     )
 }
 
+/// Pods `p0`, `p1`, ... with these loads, each carrying what was written to it.
+fn pods_at(loads: &[u32], carried: &HashMap<String, i32>) -> Vec<PodCost> {
+    loads
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| PodCost {
+            pod: format!("p{i}"),
+            in_flight: l,
+            carried: carried.get(&format!("p{i}")).copied(),
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -33,15 +46,7 @@ proptest! {
         let mut now = 0.0;
         for (loads, near, gap) in rounds {
             now += gap;
-            let pods: Vec<PodCost> = loads
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| PodCost {
-                    pod: format!("p{i}"),
-                    in_flight: l,
-                    carried: carried.get(&format!("p{i}")).copied(),
-                })
-                .collect();
+            let pods = pods_at(&loads, &carried);
             let writes = plan(&pods, near, &mut budget, now);
             if !near {
                 prop_assert!(writes.is_empty());
@@ -76,15 +81,7 @@ proptest! {
             .collect();
         let mut budget = Budget::new(600);
         for round in 0..10 {
-            let now: Vec<PodCost> = loads
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| PodCost {
-                    pod: format!("p{i}"),
-                    in_flight: l,
-                    carried: carried.get(&format!("p{i}")).copied(),
-                })
-                .collect();
+            let now = pods_at(&loads, &carried);
             let writes = plan(&now, true, &mut budget, f64::from(round));
             if writes.is_empty() {
                 break;

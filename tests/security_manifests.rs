@@ -7,9 +7,8 @@ mod common;
 
 use common::activator::activator_on;
 use common::kube_recorder::recorder;
-use common::scaler::{client, config, metrics_request, object, start};
+use common::scaler::{metrics_request, object, with_kube};
 use infscale::activator::routes::RouteSpec;
-use infscale::serve::server::Config;
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -120,13 +119,7 @@ async fn the_scalers_rbac_is_exactly_what_serve_calls() {
     let act = activator_on("chat", "127.0.0.2:0");
     act.set_held(2);
     let api = recorder("127.0.0.2", "127.0.0.3", act.server.addr.port());
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (running, mut c) = with_kube(api.server.url("")).await;
     let so = object(
         "chat",
         &[

@@ -8,8 +8,7 @@ mod common;
 use common::activator::activator_on;
 use common::kube_recorder::recorder;
 use common::pods::{pod, vllm_running, Behaviour, Pod};
-use common::scaler::{client, config, metrics_request, object, start};
-use infscale::serve::server::Config;
+use common::scaler::{metrics_request, object, with_kube};
 use std::time::{Duration, Instant};
 
 /// Pods at 127.0.0.2 (`llm`) and 127.0.0.3 (`other`) on one port, as pods share a port.
@@ -34,13 +33,7 @@ async fn only_the_scaled_objects_namespace_is_read_and_scraped() {
     let act = activator_on("chat", "127.0.0.2:0");
     act.set_held(3);
     let api = recorder("127.0.0.2", "127.0.0.3", act.server.addr.port());
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (running, mut c) = with_kube(api.server.url("")).await;
     let so = object(
         "chat",
         &[
@@ -91,13 +84,7 @@ async fn only_the_scaled_objects_namespace_is_read_and_scraped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_activator_service_in_another_namespace_is_refused() {
     let api = recorder("127.0.0.2", "127.0.0.3", 9);
-    let running = start(Config {
-        kube_api: Some(api.server.url("")),
-        use_kube: true,
-        ..config()
-    })
-    .await;
-    let mut c = client(running.grpc).await;
+    let (running, mut c) = with_kube(api.server.url("")).await;
     let so = object(
         "chat",
         &[

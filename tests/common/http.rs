@@ -92,6 +92,24 @@ pub fn respond(stream: &mut TcpStream, status: u16, content_type: &str, body: &[
     let _ = stream.write_all(body);
 }
 
+/// Answers with `v` as JSON.
+pub fn json(stream: &mut TcpStream, status: u16, v: serde_json::Value) {
+    respond(stream, status, "application/json", v.to_string().as_bytes());
+}
+
+/// A Kubernetes watch with no events: held open for 5 s (or until the server stops), then
+/// ended, so the watcher watches again.
+pub fn hold_watch(stream: &mut TcpStream, stop: &AtomicBool) {
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+    for _ in 0..50 {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+}
+
 /// Serves on `addr` (port 0 picks one), calling `handler` on a thread per connection.
 pub fn serve<F>(addr: &str, lifetime: Duration, handler: F) -> Server
 where

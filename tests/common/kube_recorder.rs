@@ -3,8 +3,7 @@
 //! namespace's pods the code read and scraped, and which verbs on which resources it used (to
 //! hold the manifests' RBAC to exactly that).
 
-use super::http::{respond, serve, Server};
-use std::io::Write;
+use super::http::{hold_watch, json, serve, Server};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,10 +70,6 @@ fn pod(ns: &str, name: &str, ip: &str) -> serde_json::Value {
     })
 }
 
-fn json(stream: &mut std::net::TcpStream, status: u16, v: serde_json::Value) {
-    respond(stream, status, "application/json", v.to_string().as_bytes());
-}
-
 /// Namespaces `llm` and `other`, each with Deployment `chat` (selector app=chat) and one Ready
 /// pod: `llm`'s at `llm_ip`, `other`'s at `other_ip`. The cluster-wide pod list holds both.
 /// Service `infscale-activator` in `llm` with an EndpointSlice whose one ready endpoint is
@@ -108,14 +103,7 @@ pub fn recorder(llm_ip: &'static str, other_ip: &'static str, admin_port: u16) -
                 _ => Vec::new(),
             };
             if watch {
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
-                for _ in 0..50 {
-                    if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                let _ = stream.write_all(b"0\r\n\r\n");
+                hold_watch(&mut stream, &stop);
             } else if path == "/version" {
                 json(
                     &mut stream,

@@ -1,7 +1,7 @@
 //! A stand-in Kubernetes API: the Deployment read and the pod list and watch that kube makes,
 //! with pods whose IPs are loopback addresses.
 
-use super::http::{respond, serve, Server};
+use super::http::{hold_watch, json, respond, serve, Server};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -91,10 +91,6 @@ fn pod_json_untimed(ns: &str, app: &str, p: &FakePod, version: u64) -> serde_jso
         "status": {"phase": "Running", "podIP": p.ip,
                    "conditions": [{"type": "Ready", "status": if p.ready { "True" } else { "False" }}]}
     })
-}
-
-fn json(stream: &mut std::net::TcpStream, status: u16, v: serde_json::Value) {
-    respond(stream, status, "application/json", v.to_string().as_bytes());
 }
 
 /// Serves Deployment `app` in namespace `ns` (selector app=APP), its pods (list, watch, and the
@@ -188,15 +184,7 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                             "endpoints": eps}]}),
                 );
             } else if (path == pod_path || path == slices_path) && watch {
-                // Hold the watch open with no events, then end it; the watcher re-watches.
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
-                for _ in 0..50 {
-                    if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                let _ = stream.write_all(b"0\r\n\r\n");
+                hold_watch(&mut stream, &stop);
             } else if path == pod_path {
                 lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let times = times.lock().unwrap().clone();
