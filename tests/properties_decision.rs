@@ -194,10 +194,11 @@ fn one_waiting_request_does_not_switch_the_guard_off() {
         missing: 0,
     };
     let policy = parse(spec);
-    let state = ScalerState::default();
-    // Two ready replicas admit 2/s at 1/s each (the rate just seen within the target): the
-    // guard keeps both, from zero KEDA activates and the HPA asks for 2.
-    assert_eq!(desired(&policy, &state, 0.0, 0, &calm), 2);
+    // Three readings 15 s apart teach the guard the sustained 1/s per replica within the target.
+    let (state, _, now) = remember(&policy, &[calm.clone(), calm.clone(), calm.clone()], 2);
+    // Two ready replicas admit 2/s at 1/s each: the guard keeps both, from zero KEDA activates
+    // and the HPA asks for 2.
+    assert_eq!(desired(&policy, &state, now, 0, &calm), 2);
     let waiting = bumped(&calm, Bump::Waiting(0));
-    assert_eq!(desired(&policy, &state, 0.0, 0, &waiting), 2);
+    assert_eq!(desired(&policy, &state, now, 0, &waiting), 2);
 }

@@ -237,7 +237,7 @@ impl Engine {
     fn account(&mut self, dt: f64, cpu_before: f64) {
         let wall = dt / self.speed;
         let s = &mut self.stats;
-        let (running, waiting) = (self.replica.running(), self.replica.waiting.len());
+        let (running, waiting) = (self.replica.scheduled(), self.replica.unscheduled());
         s.running = running;
         s.waiting = waiting;
         s.kv_usage = (self.replica.kv_tokens / self.hw.kv_capacity).clamp(0.0, 1.0);

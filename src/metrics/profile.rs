@@ -113,6 +113,8 @@ pub struct Profile {
     pub kv: &'static [&'static str],
     /// Output tokens generated, a counter, summed.
     pub output_tokens: &'static [&'static str],
+    /// Prompt tokens prefilled, a counter, summed (empty where the server exports none).
+    pub prompt_tokens: &'static [&'static str],
     /// Time-to-first-token histogram buckets, and the factor from its unit to seconds.
     pub ttft_buckets: Option<(&'static str, f64)>,
     /// Triton's cumulative microsecond counters: request, queue, compute.
@@ -129,6 +131,7 @@ static PROFILES: [Profile; 6] = [
         waiting: &["vllm:num_requests_waiting"],
         kv: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
         output_tokens: &["vllm:generation_tokens_total"],
+        prompt_tokens: &["vllm:prompt_tokens_total"],
         ttft_buckets: Some(("vllm:time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
     },
@@ -138,6 +141,7 @@ static PROFILES: [Profile; 6] = [
         waiting: &["llamacpp:requests_deferred"],
         kv: &["llamacpp:kv_cache_usage_ratio"],
         output_tokens: &["llamacpp:tokens_predicted_total"],
+        prompt_tokens: &["llamacpp:prompt_tokens_total"],
         ttft_buckets: None,
         durations: None,
     },
@@ -147,6 +151,7 @@ static PROFILES: [Profile; 6] = [
         waiting: &["sglang:num_queue_reqs"],
         kv: &["sglang:token_usage"],
         output_tokens: &["sglang:generation_tokens_total"],
+        prompt_tokens: &["sglang:prompt_tokens_total"],
         ttft_buckets: Some(("sglang:time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
     },
@@ -156,6 +161,7 @@ static PROFILES: [Profile; 6] = [
         waiting: &["tgi_queue_size"],
         kv: &[],
         output_tokens: &["tgi_request_generated_tokens_sum"],
+        prompt_tokens: &["tgi_request_input_length_sum"],
         ttft_buckets: None,
         durations: None,
     },
@@ -165,6 +171,7 @@ static PROFILES: [Profile; 6] = [
         waiting: &["nv_inference_pending_request_count"],
         kv: &[],
         output_tokens: &[],
+        prompt_tokens: &[],
         ttft_buckets: Some(("nv_inference_first_response_histogram_ms_bucket", 1e-3)),
         durations: Some([
             "nv_inference_request_duration_us",
@@ -190,6 +197,7 @@ static PROFILES: [Profile; 6] = [
             "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\"}",
         ],
         output_tokens: &["trtllm_generation_tokens_total"],
+        prompt_tokens: &[],
         ttft_buckets: Some(("trtllm_time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
     },
@@ -217,6 +225,9 @@ impl Profile {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
     pub output_tokens: Option<f64>,
+    /// Prompt tokens prefilled (counted when a request's prefill ends).
+    #[serde(default)]
+    pub prompt_tokens: Option<f64>,
     pub cpu_seconds: Option<f64>,
     /// Triton: cumulative microseconds spent by requests in the server, queued, and computing.
     pub request_us: Option<f64>,
@@ -298,6 +309,7 @@ enum Field {
     /// Index into the profile's KV names (0 = newest).
     Kv(usize),
     OutputTokens,
+    PromptTokens,
     Ttft,
     Duration(usize),
 }
@@ -316,6 +328,7 @@ struct Tally {
     waiting: Option<f64>,
     kv: [Option<f64>; 2],
     output_tokens: Option<f64>,
+    prompt_tokens: Option<f64>,
     ttft: Option<Histogram>,
     durations: [Option<f64>; 3],
 }
@@ -357,6 +370,7 @@ impl Accumulator {
                 (profile.running, Field::Running),
                 (profile.waiting, Field::Waiting),
                 (profile.output_tokens, Field::OutputTokens),
+                (profile.prompt_tokens, Field::PromptTokens),
             ];
             for (list, field) in fields {
                 names.extend(list.iter().map(|n| wanted(n, slot(field))));
@@ -442,6 +456,7 @@ impl Accumulator {
             kv: tally.kv[0].or(tally.kv[1]),
             counters: Counters {
                 output_tokens: tally.output_tokens,
+                prompt_tokens: tally.prompt_tokens,
                 cpu_seconds: self.cpu,
                 request_us: tally.durations[0],
                 queue_us: tally.durations[1],
@@ -491,6 +506,7 @@ impl Visitor for Accumulator {
                 *slot = Some(slot.map_or(value, |v: f64| v.max(value)));
             }
             Field::OutputTokens => add(&mut tally.output_tokens, value),
+            Field::PromptTokens => add(&mut tally.prompt_tokens, value),
             Field::Duration(i) => add(&mut tally.durations[i.min(2)], value),
             Field::Ttft => {
                 let le = sample

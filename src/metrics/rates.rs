@@ -1,7 +1,7 @@
 //! Rates from two scrapes of the same replica.
 //!
 //! Counters only mean something as change over time. Given the [`Counters`] of an earlier scrape
-//! and the interval between the two, [`Rates::between`] yields output tokens per second, CPU
+//! and the interval between the two, [`Rates::between`] yields output and prompt tokens per second, CPU
 //! cores in use, Triton's occupancies (Little's law: the rate of a cumulative duration counter is
 //! the mean number of requests inside that stage, the occupancy ratio) and the TTFT observations of the
 //! interval. A counter that went down means the server restarted: the new value is all that
@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 pub struct Rates {
     pub interval_s: f64,
     pub output_tokens_per_s: Option<f64>,
+    /// Prompt tokens prefilled per second: the replica's prefill work.
+    #[serde(default)]
+    pub prompt_tokens_per_s: Option<f64>,
     /// CPU cores in use on average (`process_cpu_seconds_total` per second).
     pub cpu_cores: Option<f64>,
     /// Triton: mean requests inside the server (queued or executing).
@@ -63,6 +66,7 @@ impl Rates {
         Some(Rates {
             interval_s,
             output_tokens_per_s: rate(now.output_tokens, before.output_tokens),
+            prompt_tokens_per_s: rate(now.prompt_tokens, before.prompt_tokens),
             cpu_cores: rate(now.cpu_seconds, before.cpu_seconds),
             in_flight: request,
             executing: match (request, queue) {

@@ -4,14 +4,15 @@
 //! derives from `serve`'s value is the count `decide` prints.
 
 use super::activity::{self, Activity, Facts, HeldMemory};
+use super::capacity::Capacity;
 use super::demand::{fmt, measure, Demand, Observation};
 use super::floors;
 use super::forecast::{self, Daily};
+use super::hold::Hold;
 use super::hpa::{self, replicas, Limited, Outcome, Reconciled};
 use super::keda;
 use super::lookahead::{self, Point};
-use super::policy::Forecast;
-use super::policy::Policy;
+use super::policy::{Forecast, Metric, Policy};
 use crate::metrics::rates::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -34,15 +35,21 @@ pub struct ScalerState {
     /// The held count last read, and when requests were last held (the release rule).
     #[serde(default)]
     pub held: HeldMemory,
-    /// Rates per replica seen within the target, for the guard, the credit and the forecast.
+    /// Rates per replica the replicas sustained, for the guard, the credit and the forecast.
     #[serde(default)]
-    pub safe_rates: Vec<Point>,
+    pub capacity: Capacity,
     /// Recent admission rates, for `forecast=history`'s floor.
     #[serde(default)]
     pub rate_trend: Vec<Point>,
     /// The value over the daily cycle, for `forecast=history`.
     #[serde(default)]
     pub daily: Daily,
+    /// The gaps each replica count the admitted rate needed came back from, for `hold=auto`.
+    #[serde(default)]
+    pub hold: Hold,
+    /// The idle gaps the traffic came back from (count 1: anything in flight), for `hold=auto`.
+    #[serde(default)]
+    pub idle: Hold,
     /// The memory and last value of each further metric (`policy.also`), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others: Vec<super::several::OtherMetric>,
@@ -79,15 +86,20 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     let demand = measure(policy, obs);
     let mut lines = demand.lines.clone();
     let flow = floors::flow(obs);
+    let mut rate_need = None;
     let value = demand.value.map(|measured| {
+        if policy.metric == Metric::Work && !demand.counted_missing {
+            // Work does not fall when replicas are added: its own count is the need.
+            rate_need = Some(replicas::ceil_replicas(measured / policy.target));
+        }
         let mut v = project(policy, obs, state, &demand, measured, &mut lines);
         let Some(flow) = flow.filter(|_| !demand.counted_missing) else {
             return v;
         };
         let history = policy.forecast == Forecast::History && policy.lookahead_s > 0.0;
         if policy.guard || policy.credit || history {
-            floors::note_safe_rate(
-                &mut state.safe_rates,
+            floors::note_capacity(
+                &mut state.capacity,
                 policy,
                 &flow,
                 (measured, demand.reporting),
@@ -95,14 +107,14 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
             );
         }
         if policy.credit {
-            v = floors::credit(policy, obs, &flow, &state.safe_rates, v, &mut lines);
+            v = floors::credit(policy, obs, &flow, &state.capacity, v, &mut lines);
         }
         if history {
             v = floors::rate_forecast_floor(
                 policy,
                 &flow,
                 &mut state.rate_trend,
-                &state.safe_rates,
+                &state.capacity,
                 obs.now,
                 v,
                 &mut lines,
@@ -110,10 +122,20 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         }
         v = floors::slo_floor(policy, &flow, v, &mut lines);
         if policy.guard {
-            v = floors::guard_floor(policy, &flow, &state.safe_rates, v, &mut lines);
+            v = floors::guard_floor(policy, &flow, &state.capacity, v, &mut lines);
         }
+        rate_need = rate_need.or(state
+            .capacity
+            .safe_rate()
+            .zip(state.capacity.sustained_rate())
+            .map(|(safe, per_replica)| {
+                let rate = per_replica * f64::from(flow.ready);
+                replicas::ceil_replicas(rate / safe).max(u32::from(flow.ready > 0))
+            }));
         v
     });
+    let value = value.map(|v| saturated_floor(policy, obs, v, &mut lines));
+    let value = value.map(|v| hold_floor(policy, state, rate_need, obs.now, v, &mut lines));
     let (activity, line) = activity::judge(&Facts {
         in_flight: demand.in_flight,
         activation: policy.activation,
@@ -122,6 +144,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         held_known: obs.held.is_some(),
         scraped_since_held: state.held.seen_by(obs.scraped_at),
     });
+    let (activity, line) = held_active(policy, state, obs, demand.in_flight, activity, line);
     lines.push(line);
     super::several::evaluate_others(policy, obs, state, &mut lines);
     Evaluation {
@@ -130,6 +153,103 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         activity,
         lines,
     }
+}
+
+/// `work` reads what the replicas do, which a saturated replica caps at what it can: while
+/// requests wait on the replicas, the value never asks for fewer than the current count, so
+/// replicas still starting for the backlog are not taken back before they are Ready.
+fn saturated_floor(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut Vec<String>) -> f64 {
+    if policy.metric != Metric::Work {
+        return v;
+    }
+    let waiting: f64 = obs.replicas.iter().map(|r| r.waiting()).sum();
+    let floor = f64::from(obs.current) * policy.target;
+    if waiting <= 0.0 || floor <= v {
+        return v;
+    }
+    lines.push(format!(
+        "saturated: {} request(s) wait, so work reads capacity, not demand: no fewer than the \
+         current {} replica(s), {} = {} x {}",
+        fmt(waiting),
+        obs.current,
+        fmt(floor),
+        obs.current,
+        fmt(policy.target)
+    ));
+    floor
+}
+
+/// `hold=auto`: notes the replicas the admitted rate needs at the rate per replica the
+/// replicas sustain (a need that, unlike a count of requests, does not fall when replicas are
+/// added), and holds a count the traffic came back to after gaps as long as it has been below
+/// it ([`super::hold`]).
+fn hold_floor(
+    policy: &Policy,
+    state: &mut ScalerState,
+    rate_need: Option<u32>,
+    now: f64,
+    v: f64,
+    lines: &mut Vec<String>,
+) -> f64 {
+    let (true, Some(need)) = (policy.hold, rate_need) else {
+        return v;
+    };
+    state.hold.note(need, now);
+    let held = state.hold.held(now, policy.lookahead_s);
+    let floor = f64::from(held.count) * policy.target;
+    if floor <= v {
+        return v;
+    }
+    lines.push(format!(
+        "hold: the admitted rate needs {} replica(s); {} held for {} s after the need fell ({}): {} = {} x {}",
+        need,
+        held.count,
+        fmt(held.hold_s),
+        held.learned_gap_s.map_or("the lookahead: no gap seen yet".to_owned(), |g| {
+            format!("the traffic came back after gaps of up to {} s", fmt(g))
+        }),
+        fmt(floor),
+        held.count,
+        fmt(policy.target)
+    ));
+    floor
+}
+
+/// `hold=auto` at one replica: a target idle within the hold of one replica stays active, so
+/// KEDA's cooldown starts only once the lull has outlasted the idle gaps the traffic came back
+/// from.
+fn held_active(
+    policy: &Policy,
+    state: &mut ScalerState,
+    obs: &Observation<'_>,
+    in_flight: f64,
+    activity: Activity,
+    line: String,
+) -> (Activity, String) {
+    if !policy.hold || obs.scraped_at.is_none() {
+        return (activity, line);
+    }
+    state
+        .idle
+        .note(u32::from(in_flight > policy.activation), obs.now);
+    if activity != Activity::Idle || obs.replicas.is_empty() {
+        return (activity, line);
+    }
+    let held = state.idle.held(obs.now, 0.0);
+    if held.count == 0 {
+        return (activity, line);
+    }
+    let line = format!(
+        "active: idle, but within the {} s hold of one replica ({})",
+        fmt(held.hold_s),
+        held.learned_gap_s.map_or("the lookahead".to_owned(), |g| {
+            format!(
+                "the traffic came back after idle gaps of up to {} s",
+                fmt(g)
+            )
+        })
+    );
+    (Activity::Active, line)
 }
 
 /// The value projected over the lookahead, by the policy's forecast.

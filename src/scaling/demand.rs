@@ -73,7 +73,7 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         .map(|r| r.in_flight().unwrap_or(r.waiting()))
         .sum::<f64>()
         + held_read;
-    let (samples, reporting) = per_replica(policy.metric, obs.replicas);
+    let (samples, reporting) = per_replica(policy, obs.replicas);
     let silent = obs.replicas.len() as u32 - reporting;
     let not_voting = obs.missing + silent;
     let held = if policy.metric.counts_held() {
@@ -183,8 +183,32 @@ fn as_the_hpa_counts_missing(
     adjusted
 }
 
+/// How soon the `work` metric plans to clear a prompt backlog, seconds: waiting prompts count
+/// as this much more prefill work per second.
+pub const BACKLOG_DRAIN_S: f64 = 30.0;
+
+/// A replica's work as a share of its full speed: prompt tokens prefilled per second, plus the
+/// waiting requests' prompts (at the interval's mean prompt) cleared within
+/// [`BACKLOG_DRAIN_S`], over the prefill rate; and output tokens per second over the full-batch
+/// decode rate.
+fn work(r: &Replica, policy: &Policy) -> Option<f64> {
+    let rates = r.rates.as_ref()?;
+    let tokens = rates.prompt_tokens_per_s?;
+    let output = rates.output_tokens_per_s.unwrap_or(0.0);
+    let admitted = rates
+        .ttft
+        .as_ref()
+        .and_then(|h| h.observations())
+        .filter(|n| *n > 0.0)
+        .map(|n| n / rates.interval_s);
+    let mean_prompt = admitted.map_or(0.0, |a| tokens / a);
+    let backlog = r.waiting() * mean_prompt / BACKLOG_DRAIN_S;
+    Some((tokens + backlog) / policy.prefill_rate + output / policy.decode_rate)
+}
+
 /// Each replica's sample for the metric (`None` where it has none) and how many have one.
-fn per_replica(metric: Metric, replicas: &[Replica]) -> (Vec<Option<f64>>, u32) {
+fn per_replica(policy: &Policy, replicas: &[Replica]) -> (Vec<Option<f64>>, u32) {
+    let metric = policy.metric;
     let samples: Vec<Option<f64>> = replicas
         .iter()
         .map(|r| match metric {
@@ -193,6 +217,7 @@ fn per_replica(metric: Metric, replicas: &[Replica]) -> (Vec<Option<f64>>, u32) 
             Metric::Running => r.running(),
             Metric::Kv => r.kv(),
             Metric::Cpu => r.cpu_percent(),
+            Metric::Work => work(r, policy),
             Metric::Occupancy => r.running().and(r.in_flight()),
             Metric::Ttft => r
                 .rates
@@ -239,7 +264,7 @@ fn combine(
             sum,
             format!("{metric} {} on {reporting} replica(s)", fmt(sum)),
         ),
-        Metric::Kv | Metric::Cpu => {
+        Metric::Kv | Metric::Cpu | Metric::Work => {
             let mean = sum / f64::from(reporting);
             (
                 sum,

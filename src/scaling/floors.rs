@@ -9,8 +9,8 @@
 //! - the admission rate (first tokens per second, from the TTFT histogram's count) says how fast
 //!   the replicas drain their queues, so `waiting / admitted` is the first-token time that the
 //!   queue implies, and the SLO-aware floor asks for the replicas that bring it within the SLO;
-//! - the guard remembers the highest rate per replica seen while the replicas stayed within the
-//!   target, and refuses a step down that would leave each replica more than that;
+//! - the guard refuses a step down that would leave each replica more than the rate per replica
+//!   they were seen to sustain ([`super::capacity`]);
 //! - the credit counts replicas already starting by their expected ready time: while the ready and
 //!   the starting replicas together carry the admitted rate at that remembered rate, the queue
 //!   built on the ready ones during a cold start does not order a second wave.
@@ -18,16 +18,11 @@
 //! Each is a floor (or, for the credit, a cut that never asks for fewer than the current count),
 //! applied to the value `serve` returns, so KEDA's HPA and `decide` reach the same count.
 
+use super::capacity::{Capacity, Reading};
 use super::demand::{fmt, Observation};
 use super::lookahead::Point;
 use super::policy::Policy;
 use crate::metrics::Replica;
-
-/// How long a rate seen within the target is remembered by the guard, seconds.
-pub const GUARD_MEMORY_S: f64 = 3600.0;
-
-/// The share of the rate a saturated replica admits (its capacity) that the guard counts on.
-const SATURATED_SHARE: f64 = 0.8;
 
 /// The SLO-aware floor acts once the implied first-token time passes this share of the SLO.
 const SLO_SHARE: f64 = 0.5;
@@ -104,35 +99,32 @@ pub fn slo_floor(policy: &Policy, flow: &Flow, value: f64, lines: &mut Vec<Strin
     floor
 }
 
-/// Remembers a rate per replica the replicas carried: the rate when they are within the target
-/// (the measured value per reporting replica at or below it, nothing waiting), or a share of it
-/// when they are saturated (requests waiting: they admit all they can, their capacity). Forgets
-/// what is older than [`GUARD_MEMORY_S`].
-pub fn note_safe_rate(
-    memory: &mut Vec<Point>,
+/// Notes one reading of the replicas for the learned capacity ([`Capacity`]): the admitted rate
+/// per ready replica, within the target (the measured value per reporting replica at or below
+/// it, nothing waiting) or saturated (requests waiting: they admit all they can).
+pub fn note_capacity(
+    capacity: &mut Capacity,
     policy: &Policy,
     flow: &Flow,
     (measured, reporting): (f64, u32),
     now: f64,
 ) {
-    memory.retain(|p| p.at <= now && now - p.at <= GUARD_MEMORY_S);
-    let within = reporting > 0 && measured / f64::from(reporting) <= policy.target;
-    let per_replica = flow.admitted_per_s / f64::from(flow.ready.max(1));
-    let safe = if flow.waiting > 0.0 {
-        // Saturated: the replicas admit all they can, their capacity; keep a share of it.
-        Some(SATURATED_SHARE * per_replica)
-    } else {
-        within.then_some(per_replica)
-    };
-    if let Some(value) = safe.filter(|v| *v > 0.0 && flow.ready > 0) {
-        memory.push(Point { at: now, value });
-        if memory.len() > super::lookahead::MAX_POINTS {
-            // Keep the highest rates: they are what the guard reads.
-            memory.sort_by(|a, b| b.value.total_cmp(&a.value));
-            memory.truncate(super::lookahead::MAX_POINTS / 2);
-            memory.sort_by(|a, b| a.at.total_cmp(&b.at));
-        }
+    if flow.ready == 0 {
+        return;
     }
+    let per_replica = measured / f64::from(reporting.max(1));
+    let within = reporting > 0 && per_replica <= policy.target;
+    capacity.note(Reading {
+        at: now,
+        rate: flow.admitted_per_s / f64::from(flow.ready),
+        within: within && flow.waiting <= 0.0,
+        saturated: flow.waiting > 0.0,
+        room: if per_replica > 0.0 {
+            policy.target / per_replica
+        } else {
+            f64::INFINITY
+        },
+    });
 }
 
 /// The guard: no fewer ready replicas than the admitted rate over the highest safe rate per
@@ -142,11 +134,11 @@ pub fn note_safe_rate(
 pub fn guard_floor(
     policy: &Policy,
     flow: &Flow,
-    memory: &[Point],
+    capacity: &Capacity,
     value: f64,
     lines: &mut Vec<String>,
 ) -> f64 {
-    let Some(safe) = safe_rate(memory) else {
+    let Some(safe) = capacity.safe_rate() else {
         return value;
     };
     if flow.ready == 0 {
@@ -158,7 +150,7 @@ pub fn guard_floor(
         return value;
     }
     lines.push(format!(
-        "guard: {} admitted/s over {} req/s per replica (the most seen within the target) keeps \
+        "guard: {} admitted/s over {} req/s per replica (the most sustained within the target) keeps \
          {} of {} ready: {} = {} x {}",
         fmt(flow.admitted_per_s),
         fmt(safe),
@@ -179,7 +171,7 @@ pub fn rate_forecast_floor(
     policy: &Policy,
     flow: &Flow,
     history: &mut Vec<Point>,
-    memory: &[Point],
+    capacity: &Capacity,
     now: f64,
     value: f64,
     lines: &mut Vec<String>,
@@ -192,7 +184,7 @@ pub fn rate_forecast_floor(
         policy.lookahead_s,
         window,
     );
-    let Some(safe) = safe_rate(memory) else {
+    let Some(safe) = capacity.safe_rate() else {
         return value;
     };
     let needed = (p.value / safe - 1e-9).ceil().max(1.0) as u32;
@@ -214,15 +206,6 @@ pub fn rate_forecast_floor(
     floor
 }
 
-/// The highest rate per replica remembered within the target.
-pub fn safe_rate(memory: &[Point]) -> Option<f64> {
-    memory
-        .iter()
-        .map(|p| p.value)
-        .reduce(f64::max)
-        .filter(|r| *r > 0.0)
-}
-
 /// The credit for replicas starting: while the replicas ready now and those starting (each
 /// expected Ready one cold start, the lookahead, after it was ordered) can carry the admitted
 /// rate at the highest safe rate per replica, the value asks for no more than the current count:
@@ -231,7 +214,7 @@ pub fn credit(
     policy: &Policy,
     obs: &Observation<'_>,
     flow: &Flow,
-    memory: &[Point],
+    capacity: &Capacity,
     value: f64,
     lines: &mut Vec<String>,
 ) -> f64 {
@@ -244,7 +227,7 @@ pub fn credit(
     if value <= cap {
         return value;
     }
-    let Some(safe) = safe_rate(memory) else {
+    let Some(safe) = capacity.safe_rate() else {
         return value;
     };
     let arriving = obs

@@ -2,11 +2,14 @@
 //!
 //! [`policy`] says what to scale on; [`demand`] turns replica signals into the metric's value
 //! (held requests included); [`lookahead`] and [`forecast`] project it over the cold start;
-//! [`floors`] puts the SLO-aware floor, the scale-down guard and the starting credit under it; [`activity`] holds
+//! [`floors`] puts the SLO-aware floor, the scale-down guard and the starting credit under it,
+//! counting on the rate per replica [`capacity`] learned; [`hold`] keeps replicas through
+//! the gaps the traffic came back from; [`activity`] holds
 //! the fault rules for `IsActive`; [`keda`] decides activation and the step to zero; [`hpa`] is the Kubernetes HPA algorithm; [`decision`] runs
 //! them in order and keeps the reasons. All pure: time is a parameter, nothing here does I/O.
 
 pub mod activity;
+pub mod capacity;
 pub mod cold_start;
 pub mod decision;
 pub mod deletion_cost;
@@ -14,6 +17,7 @@ pub mod demand;
 pub mod fleet;
 pub mod floors;
 pub mod forecast;
+pub mod hold;
 pub mod hpa;
 pub mod keda;
 pub mod keys;

@@ -31,10 +31,16 @@ pub enum Metric {
     Occupancy,
     /// TTFT p95 over the target in seconds, as a utilisation.
     Ttft,
+    /// The engine's work as a share of what one replica does at full speed, summed over
+    /// replicas: prompt tokens prefilled per second (and the backlog waiting) over the prefill
+    /// rate, plus output tokens per second over the full-batch decode rate. About 1 per replica
+    /// at saturation whatever the mix, and, unlike a count of requests, it does not fall when
+    /// replicas are added.
+    Work,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 8] = [
         Metric::Queue,
         Metric::Waiting,
         Metric::Running,
@@ -42,6 +48,7 @@ impl Metric {
         Metric::Cpu,
         Metric::Occupancy,
         Metric::Ttft,
+        Metric::Work,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +60,7 @@ impl Metric {
             Metric::Cpu => "cpu",
             Metric::Occupancy => "occupancy",
             Metric::Ttft => "ttft",
+            Metric::Work => "work",
         }
     }
 
@@ -61,9 +69,17 @@ impl Metric {
         matches!(self, Metric::Queue | Metric::Waiting | Metric::Occupancy)
     }
 
-    /// Only a running pod can produce this metric, so it cannot wake a deployment from zero.
+    /// At zero, whether a policy on this metric wakes the target: the metrics that count held
+    /// requests, and `work`, whose wake is the held requests' (`IsActive`) and whose value starts
+    /// with the first replica (the HPA keeps one until it has one).
+    pub fn wakes_from_zero(self) -> bool {
+        self.counts_held() || self == Metric::Work
+    }
+
+    /// Only a running pod can produce this metric, so it cannot wake a deployment from zero on
+    /// its own.
     pub fn needs_a_pod(self) -> bool {
-        matches!(self, Metric::Kv | Metric::Cpu)
+        matches!(self, Metric::Kv | Metric::Cpu | Metric::Work)
     }
 }
 
@@ -87,7 +103,9 @@ impl FromStr for Metric {
 /// A policy that cannot be used, naming what is wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown metric {0:?}: expected queue, waiting, running, kv, cpu, occupancy or ttft")]
+    #[error(
+        "unknown metric {0:?}: expected queue, waiting, running, kv, cpu, occupancy, ttft or work"
+    )]
     UnknownMetric(String),
     #[error("policy {0:?} has no target: write it as metric:target, e.g. queue:24")]
     MissingTarget(String),
@@ -162,6 +180,15 @@ pub struct Policy {
     /// Credit for replicas already starting.
     #[serde(default)]
     pub credit: bool,
+    /// Hold each replica count through the gaps the traffic came back from ([`super::hold`]).
+    #[serde(default)]
+    pub hold: bool,
+    /// Prompt tokens one replica prefills per second, for the `work` metric.
+    #[serde(default = "default_prefill_rate")]
+    pub prefill_rate: f64,
+    /// Output tokens one replica decodes per second at a full batch, for the `work` metric.
+    #[serde(default = "default_decode_rate")]
+    pub decode_rate: f64,
     /// Keep each Ready pod's deletion cost at its in-flight requests while a scale-down is near
     /// ([`super::deletion_cost`]).
     #[serde(default)]
@@ -181,6 +208,22 @@ pub struct Policy {
     #[serde(skip)]
     custom_limits: [bool; 2],
 }
+
+fn default_prefill_rate() -> f64 {
+    DEFAULT_PREFILL_RATE
+}
+
+fn default_decode_rate() -> f64 {
+    DEFAULT_DECODE_RATE
+}
+
+/// `prefillrate` when a policy names none: the default replica model's (an 8B model in BF16 on
+/// one H100-class card at 40% MFU; `infscale gpu` prints it for other models and cards).
+pub const DEFAULT_PREFILL_RATE: f64 = 24_750.0;
+
+/// `decoderate` when a policy names none: the default replica model's output tokens per second
+/// at a full batch of 256 with 1,000-token contexts (`infscale gpu`).
+pub const DEFAULT_DECODE_RATE: f64 = 12_114.0;
 
 fn default_cost_writes() -> u32 {
     super::deletion_cost::DEFAULT_WRITES_PER_MINUTE
@@ -213,6 +256,9 @@ impl Policy {
             slo_s: 0.0,
             guard: false,
             credit: false,
+            hold: false,
+            prefill_rate: DEFAULT_PREFILL_RATE,
+            decode_rate: DEFAULT_DECODE_RATE,
             deletion_cost: false,
             deletion_cost_writes: super::deletion_cost::DEFAULT_WRITES_PER_MINUTE,
             also: Vec::new(),
@@ -313,6 +359,9 @@ impl Policy {
             "slo" => self.slo_s = number(key, value)?,
             "guard" => self.guard = boolean(key, value)?,
             "credit" => self.credit = boolean(key, value)?,
+            "hold" => self.hold = hold(key, value)?,
+            "prefillrate" => self.prefill_rate = number(key, value)?,
+            "decoderate" => self.decode_rate = number(key, value)?,
             "deletioncost" => self.deletion_cost = boolean(key, value)?,
             "deletioncostwrites" => self.deletion_cost_writes = whole(key, value)?,
             "tolerance" => self.controller.tolerance = number(key, value)?,
@@ -388,11 +437,12 @@ impl Policy {
             return bad(format!("min {} is above max {}", self.min, self.max));
         }
         let pod_only = self.metrics().into_iter().find(|m| m.0.needs_a_pod());
-        if let (0, Some((metric, _))) = (self.min, pod_only) {
+        let wakes = self.metrics().iter().any(|m| m.0.wakes_from_zero());
+        if let (0, Some((metric, _)), false) = (self.min, pod_only, wakes) {
             return bad(format!(
                 "{metric} cannot scale from zero: with no pod there is no sample, so min=0 would \
-                 never wake up; use min >= 1, or a metric that counts held requests (queue, \
-                 waiting, occupancy)"
+                 never wake up; use min >= 1, or beside it a metric that counts held requests \
+                 (queue, waiting, occupancy)"
             ));
         }
         let non_negative = [
@@ -547,6 +597,14 @@ fn boolean(key: &Key, value: &str) -> Result<bool, PolicyError> {
     }
 }
 
+fn hold(key: &Key, value: &str) -> Result<bool, PolicyError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(bad_value(key, value)),
+    }
+}
+
 fn forecast(key: &Key, value: &str) -> Result<Forecast, PolicyError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "trend" => Ok(Forecast::Trend),
@@ -652,7 +710,9 @@ mod tests {
         assert_eq!(q.metrics(), p.metrics());
         assert!(Policy::parse("queue+kv:48").is_err());
         assert!(Policy::parse("queue+queue:4,5").is_err());
-        assert!(Policy::parse("queue+kv:4,0.8,min=0").is_err());
+        // kv alone cannot wake a target from zero; beside queue, the held requests wake it.
+        assert!(Policy::parse("kv:0.8,min=0").is_err());
+        assert!(Policy::parse("queue+kv:4,0.8,min=0").is_ok());
         let mut r = Policy::new(Metric::Queue, 1.0);
         r.set("target", "4,5").unwrap();
         assert!(r.validate().is_err(), "more targets than metrics");

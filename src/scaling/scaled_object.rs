@@ -103,6 +103,14 @@ fn rules_yaml(
     }
 }
 
+/// Whether one of the policy's metrics is `work`, which reads the replica's rates.
+fn uses_work(policy: &Policy) -> bool {
+    policy
+        .metrics()
+        .iter()
+        .any(|m| m.0 == super::policy::Metric::Work)
+}
+
 /// The trigger metadata a policy puts in the ScaledObject, by metadata name (`coldStartSeconds`
 /// beside a lookahead).
 pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str, String)> {
@@ -125,6 +133,19 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
             "slo" if policy.slo_s > 0.0 => num(policy.slo_s),
             "guard" if policy.guard => "true".to_owned(),
             "credit" if policy.credit => "true".to_owned(),
+            "hold" if policy.hold => "auto".to_owned(),
+            "prefillrate"
+                if uses_work(policy)
+                    && policy.prefill_rate != super::policy::DEFAULT_PREFILL_RATE =>
+            {
+                num(policy.prefill_rate)
+            }
+            "decoderate"
+                if uses_work(policy)
+                    && policy.decode_rate != super::policy::DEFAULT_DECODE_RATE =>
+            {
+                num(policy.decode_rate)
+            }
             "deletioncost" if policy.deletion_cost => "true".to_owned(),
             "deletioncostwrites"
                 if policy.deletion_cost
@@ -414,6 +435,9 @@ pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
             p.slo_s,
             p.guard,
             p.credit,
+            p.hold,
+            p.prefill_rate.to_bits(),
+            p.decode_rate.to_bits(),
             p.deletion_cost,
             p.deletion_cost_writes,
         )

@@ -467,9 +467,15 @@ fn the_guard_stops_a_little_law_collapse() {
     let mut state = ScalerState::default();
     // Eight replicas at 3.75 req/s each hold 9 requests each: well within the target.
     let calm: Vec<Replica> = (0..8).map(|_| flowing(9.0, 0.0, 3.75)).collect();
-    let d = decide(&policy, &observe(0.0, 8, &calm, 0.0), &mut state);
-    // The queue alone asks for ceil(72 / 48) = 2; the guard keeps ceil(30 / 3.75) = 8.
-    assert_eq!(d.desired, 8, "{:?}", d.lines);
+    // Learned over 30 s, as a sustained rate.
+    for now in [0.0, 15.0] {
+        decide(&policy, &observe(now, 8, &calm, 0.0), &mut state);
+    }
+    let d = decide(&policy, &observe(30.0, 8, &calm, 0.0), &mut state);
+    // The queue alone asks for ceil(72 / 48) = 2. The guard counts 3.75 req/s per replica as
+    // safe, credited up to 1.25x for the room left below the target (9 of 48): 4.6875, so it
+    // keeps ceil(30 / 4.6875) = 7.
+    assert_eq!(d.desired, 7, "{:?}", d.lines);
     assert!(d
         .lines
         .iter()
@@ -504,16 +510,18 @@ fn the_slo_floor_buys_what_drains_the_queue_in_time() {
 fn credit_counts_starting_replicas_instead_of_ordering_more() {
     let policy = Policy::parse("queue:20,lookahead=90,credit=true,max=10").unwrap();
     let mut state = ScalerState::default();
-    // Learn 10 req/s per replica within the target.
+    // Learn 10 req/s per replica within the target, sustained over 30 s.
     let calm = [flowing(10.0, 0.0, 10.0)];
-    decide(&policy, &observe(0.0, 1, &calm, 0.0), &mut state);
+    for now in [0.0, 15.0, 30.0] {
+        decide(&policy, &observe(now, 1, &calm, 0.0), &mut state);
+    }
     // One ready replica fills to 100 at 15 admitted/s while two ordered 30 s ago start: the
     // queue asks for 5; the three of them carry 30 req/s, so the count stays at 3.
     let busy = [flowing(100.0, 0.0, 15.0)];
-    let starting = [0.0, 0.0];
+    let starting = [30.0, 30.0];
     let obs = Observation {
         starting_since: &starting,
-        ..observe(30.0, 3, &busy, 0.0)
+        ..observe(60.0, 3, &busy, 0.0)
     };
     let d = decide(&policy, &obs, &mut state);
     assert_eq!(d.desired, 3, "{:?}", d.lines);
