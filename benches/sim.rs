@@ -12,7 +12,7 @@ use infscale::sim::bound::clairvoyant;
 use infscale::sim::gpu::GpuModel;
 use infscale::sim::replica::Hardware;
 use infscale::sim::run::{run, Settings};
-use infscale::sim::seeds::judge;
+use infscale::sim::seeds::{judge, Day};
 use infscale::sim::trace::Scenario;
 use infscale::sim::tune::{run_points, sample, Grid};
 use std::hint::black_box;
@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
                 let p = Policy::parse(spec).unwrap();
                 black_box(run(&trace, &hw, &p, &settings));
             }
-            black_box(clairvoyant(&trace, &hw, 2.0, 0.25, 64))
+            black_box(clairvoyant(&trace, &hw, &settings, 64))
         })
     });
 
@@ -50,23 +50,15 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(run(&day, &hw, &queue, &settings)))
     });
     group.bench_function("day_30rps_bound", |b| {
-        b.iter(|| black_box(clairvoyant(&day, &hw, 2.0, 0.25, 64)))
+        b.iter(|| black_box(clairvoyant(&day, &hw, &settings, 64)))
     });
 
     let trace = Scenario::default_day().generate().unwrap();
     let specs = sample(Grid::default().policies(), 500);
     let policies: Vec<Policy> = specs.iter().map(|s| Policy::parse(s).unwrap()).collect();
+    let days = Day::all(vec![trace], &hw, &settings);
     group.bench_function("tune_500_points", |b| {
-        b.iter(|| {
-            black_box(run_points(
-                &specs,
-                &policies,
-                std::slice::from_ref(&trace),
-                &hw,
-                &settings,
-                &|| {},
-            ))
-        })
+        b.iter(|| black_box(run_points(&specs, &policies, &days, &|| {})))
     });
     let specs: Vec<String> = DEFAULT_POLICIES.iter().map(|s| s.to_string()).collect();
     let policies: Vec<Policy> = specs.iter().map(|s| Policy::parse(s).unwrap()).collect();
@@ -79,15 +71,8 @@ fn bench(c: &mut Criterion) {
                     scenario.generate().unwrap()
                 })
                 .collect();
-            black_box(judge(
-                &specs,
-                &policies,
-                &traces,
-                &hw,
-                &settings,
-                64,
-                &|| {},
-            ))
+            let days = Day::all(traces, &hw, &settings);
+            black_box(judge(&specs, &policies, &days, 64, &|| {}))
         })
     });
     group.finish();

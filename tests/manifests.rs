@@ -693,3 +693,132 @@ fn the_tls_objects_name_what_gen_certs_makes() {
         assert!(keys.contains(key), "{flag} {file}: {keys:?}");
     }
 }
+
+/// How one example model server drains on scale-down, in seconds: the preStop pause before the
+/// drain (while the endpoint removal propagates) and the drain itself, and whether the drain
+/// ends before the grace period does (a server flag, or a bounded wait in the hook) or is ended
+/// by the kill at the end of it.
+struct Drain {
+    pause: u64,
+    drain: u64,
+    grace: u64,
+    ends_by_itself: bool,
+}
+
+fn flag_value(args: &[&str], flag: &str) -> Option<u64> {
+    let at = args.iter().position(|a| *a == flag)?;
+    args.get(at + 1)?.parse().ok()
+}
+
+/// The drain an example model-server Deployment configures, by its server (the container's
+/// name); a server this does not know fails, so a new example says how it drains.
+fn drain_of(at: &str, d: &Value) -> Drain {
+    let spec = &d["spec"]["template"]["spec"];
+    let grace = spec["terminationGracePeriodSeconds"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{at}: no terminationGracePeriodSeconds"));
+    let c = &spec["containers"][0];
+    let hook = &c["lifecycle"]["preStop"];
+    let sleep = hook["sleep"]["seconds"].as_u64();
+    let args: Vec<&str> = c["args"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(s)
+        .collect();
+    match s(&c["name"]) {
+        // vLLM: --shutdown-timeout (default 0: in-flight requests are aborted at SIGTERM).
+        "vllm" => Drain {
+            pause: sleep.unwrap_or_else(|| panic!("{at}: no preStop sleep")),
+            drain: flag_value(&args, "--shutdown-timeout")
+                .unwrap_or_else(|| panic!("{at}: no --shutdown-timeout")),
+            grace,
+            ends_by_itself: true,
+        },
+        // SGLang and trtllm-serve finish what they hold at SIGTERM, without limit.
+        "sglang" | "trtllm-serve" => {
+            let pause = sleep.unwrap_or_else(|| panic!("{at}: no preStop sleep"));
+            Drain {
+                pause,
+                drain: grace.saturating_sub(pause),
+                grace,
+                ends_by_itself: false,
+            }
+        }
+        // llama-server cuts running slots at SIGTERM: the hook pauses, then waits for idle.
+        "llama-server" => {
+            let script = hook["exec"]["command"][2]
+                .as_str()
+                .unwrap_or_else(|| panic!("{at}: no preStop script"));
+            let pause = script
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("sleep "))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{at}: the hook does not start with a sleep"));
+            let drain = script
+                .lines()
+                .find_map(|l| l.strip_prefix("end=$(( $(date +%s) + "))
+                .and_then(|l| l.strip_suffix(" ))"))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{at}: the hook's wait has no bound"));
+            for series in ["llamacpp:requests_(processing|deferred) ", ":8080/metrics"] {
+                assert!(
+                    script.contains(series),
+                    "{at}: the hook does not read {series}"
+                );
+            }
+            Drain {
+                pause,
+                drain,
+                grace,
+                ends_by_itself: true,
+            }
+        }
+        // `infscale emulate` drops open streams at SIGTERM, and its image has no shell: one sleep
+        // is both the pause and the drain.
+        "emulate" => Drain {
+            pause: 0,
+            drain: sleep.unwrap_or_else(|| panic!("{at}: no preStop sleep")),
+            grace,
+            ends_by_itself: true,
+        },
+        other => panic!("{at}: how does {other} drain?"),
+    }
+}
+
+/// Every example model server drains on scale-down for at least the drain the simulator ships
+/// (`infscale::sim::run::DEFAULT_DRAIN_S`): a removed pod serves what it holds that long before
+/// what is left is cut, and the grace period is not the one to cut a drain that ends by itself.
+#[test]
+fn the_examples_drain_as_long_as_the_simulator_models() {
+    let shipped = infscale::sim::run::DEFAULT_DRAIN_S;
+    let mut servers = BTreeSet::new();
+    for f in yaml_files(&root().join("manifests/examples")) {
+        for d in load(&f).iter().filter(|d| s(&d["kind"]) == "Deployment") {
+            let at = format!("{}: Deployment {}", f.display(), name(d));
+            let drain = drain_of(&at, d);
+            assert!(
+                drain.drain as f64 >= shipped,
+                "{at}: drains {} s, the simulator models {shipped} s",
+                drain.drain
+            );
+            if drain.ends_by_itself {
+                assert!(
+                    drain.grace > drain.pause + drain.drain,
+                    "{at}: terminationGracePeriodSeconds {} is not above the preStop pause {} + the drain {}",
+                    drain.grace,
+                    drain.pause,
+                    drain.drain
+                );
+            }
+            servers.insert(s(&d["spec"]["template"]["spec"]["containers"][0]["name"]).to_owned());
+        }
+    }
+    for want in ["vllm", "sglang", "llama-server", "trtllm-serve", "emulate"] {
+        assert!(
+            servers.contains(want),
+            "no example Deployment runs {want}: {servers:?}"
+        );
+    }
+}

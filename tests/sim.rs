@@ -87,7 +87,7 @@ fn the_recommendation_beats_every_seed_policy_that_meets_the_slo() {
     .map(|p| simulate(&trace, p, &s))
     .collect();
     let hw = Hardware::new(GpuModel::default());
-    let bound = clairvoyant(&trace, &hw, s.slo_ttft_s, s.dt, 64);
+    let bound = clairvoyant(&trace, &hw, &s, 64);
     for spec in [
         "queue:192,lookahead=45,forecast=history,downwindow=30",
         "queue:192,lookahead=45,forecast=history,downwindow=30,min=0,cooldown=60",

@@ -18,8 +18,10 @@ mod seeds;
 pub mod serve;
 mod simulate;
 mod state_file;
+mod suite;
 mod table;
 mod tune;
+mod tune_suite;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

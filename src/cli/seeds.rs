@@ -3,7 +3,7 @@
 
 use super::simulate::{Args, TraceSource, BOUND_CAP};
 use crate::sim::replica::Hardware;
-use crate::sim::seeds::{self, Judged, Judgement};
+use crate::sim::seeds::{self, Day, Judged, Judgement};
 use crate::sim::trace::Trace;
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -46,21 +46,15 @@ pub fn progress(len: u64, what: &str, hidden: bool) -> anyhow::Result<ProgressBa
 
 /// `simulate --seeds n`: every policy on seeds 1..=n, as a table or JSON.
 pub fn simulate(args: &Args, n: u64, specs: &[String]) -> anyhow::Result<ExitCode> {
-    let traces = traces(&args.sim.source()?, 1..=n, "--seeds")?;
-    let settings = args.sim.settings()?;
+    let source = args.sim.source()?;
+    let traces = traces(&source, 1..=n, "--seeds")?;
+    let settings = args.sim.settings(&source)?;
     let hw = Hardware::new(args.sim.gpu.model()?);
     let policies = args.sim.policies(specs)?;
     let jobs = traces.len() * (policies.len() + 1);
     let bar = progress(jobs as u64, "runs and bounds", args.json)?;
-    let judged: Judgement = seeds::judge(
-        specs,
-        &policies,
-        &traces,
-        &hw,
-        &settings,
-        BOUND_CAP,
-        &|| bar.inc(1),
-    );
+    let days = Day::all(traces.clone(), &hw, &settings);
+    let judged: Judgement = seeds::judge(specs, &policies, &days, BOUND_CAP, &|| bar.inc(1));
     bar.finish_and_clear();
     let name = traces.first().map_or("", |t| t.name.as_str());
     let count = traces.len().max(1) as f64;

@@ -8,15 +8,15 @@ use crate::sim::cluster::Balancer;
 use crate::sim::plot::{self, Panel};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
-use crate::sim::run::{self, Mode, Settings, Trigger};
+use crate::sim::run::{self, Mode, Settings, Start, Trigger};
 use crate::sim::trace::formats::{self, Format, FORMAT_NAMES};
+use crate::sim::trace::replay;
 use crate::sim::trace::{Scenario, Trace};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The most replicas the clairvoyant bound may plan.
-pub const BOUND_CAP: u32 = 64;
+pub use crate::sim::run::BOUND_CAP;
 
 /// Five reference policies (CPU at two targets, queue, queue with a lookahead, queue with scale
 /// to zero), then the ones this project recommends.
@@ -86,10 +86,20 @@ pub struct SimArgs {
     pub unreadable: f64,
     /// How long a replica removed by a scale-down keeps serving what it holds before what is
     /// left is cut, seconds: vLLM's --shutdown-timeout, within the pod's
-    /// terminationGracePeriodSeconds. vLLM's default, 0, aborts them at SIGTERM; "inf" drains
-    /// every request.
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    /// terminationGracePeriodSeconds. The default is what the example manifests ship; vLLM's own
+    /// default, 0, aborts them at SIGTERM; "inf" drains every request.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::sim::run::DEFAULT_DRAIN_S)]
     pub drain: f64,
+    /// Play a trace this many times faster (2: twice the rate in half the time); a generated
+    /// scenario's rates are multiplied by it.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub rate_scale: f64,
+    /// Replicas Ready at time 0: a number, `auto` (as many as the clairvoyant bound holds in
+    /// its first window; the bound then pays no cold start for them either), or `min` (the
+    /// policy's min, at least 1) [default: auto for a recorded trace, which starts mid-day; min
+    /// for a generated scenario].
+    #[arg(long, value_name = "N|auto|min")]
+    pub start_replicas: Option<String>,
     /// Spread the replicas' cold starts around the GPU model's: each drawn log-normal with this
     /// sigma, the model's cold start its median (0: all equal).
     #[arg(long, value_name = "SIGMA", default_value_t = 0.0)]
@@ -147,21 +157,49 @@ impl SimArgs {
             if let Some(d) = self.duration {
                 s.duration = d;
             }
-            Ok(TraceSource::Scenario(s))
+            self.scaled(TraceSource::Scenario(s))
         } else {
             let read = formats::read(format, &name, &text, self.duration)?;
             for note in &read.notes {
                 eprintln!("note: {note}");
             }
-            Ok(TraceSource::Csv(read.trace))
+            self.scaled(TraceSource::Csv(read.trace))
         }
     }
 
-    pub fn trace(&self) -> anyhow::Result<Trace> {
-        self.source()?.trace(0)
+    /// The source at `--rate-scale`.
+    fn scaled(&self, source: TraceSource) -> anyhow::Result<TraceSource> {
+        let x = self.rate_scale;
+        if !(x.is_finite() && x > 0.0) {
+            anyhow::bail!("--rate-scale {x}: expected a number above 0 (2 plays twice as fast)");
+        }
+        Ok(match source {
+            TraceSource::Scenario(mut s) => {
+                s.rates.iter_mut().for_each(|p| p.1 *= x);
+                TraceSource::Scenario(s)
+            }
+            TraceSource::Csv(t) => TraceSource::Csv(replay::rate_scaled(&t, x)?),
+        })
     }
 
-    pub fn settings(&self) -> anyhow::Result<Settings> {
+    /// Who starts warm: `--start-replicas`, or by default a recorded trace from the bound.
+    fn start(&self, source: &TraceSource) -> anyhow::Result<Start> {
+        let recorded = matches!(source, TraceSource::Csv(_));
+        Ok(match self.start_replicas.as_deref().map(str::trim) {
+            None if recorded => Start::Bound,
+            None | Some("min") => Start::Policy,
+            Some("auto") => Start::Bound,
+            Some(n) => match n.parse::<u32>() {
+                Ok(n) if n <= 1000 => Start::Replicas(n),
+                _ => anyhow::bail!(
+                    "--start-replicas {n:?}: expected a number of replicas (0..1000), auto or min"
+                ),
+            },
+        })
+    }
+
+    /// How the loop runs on traces from `source`.
+    pub fn settings(&self, source: &TraceSource) -> anyhow::Result<Settings> {
         let positive = [
             ("--polling-interval", self.polling_interval),
             ("--scrape-interval", self.scrape_interval),
@@ -181,6 +219,7 @@ impl SimArgs {
                 self.cold_start_spread
             );
         }
+        let start = self.start(source)?;
         if !(0.0..=1.0).contains(&self.unreadable) {
             anyhow::bail!(
                 "--unreadable {}: expected a fraction from 0 to 1",
@@ -211,6 +250,7 @@ impl SimArgs {
             } else {
                 Balancer::LeastRequest
             },
+            start,
             ..Settings::default()
         })
     }
@@ -250,6 +290,19 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
         conflicts_with_all = ["seed", "timeline", "write_trace", "plot"])]
     pub seeds: Option<u64>,
+    /// Judge every policy on the benchmark's families of days (the built-in day, perturbed
+    /// engines, burstier arrivals, other length mixes, and each --suite-trace), each family on
+    /// its own days (--seeds, default 20), and print a table per family and each policy's
+    /// worst family.
+    #[arg(long, conflicts_with_all = ["seed", "timeline", "write_trace", "plot", "trace"])]
+    pub suite: bool,
+    /// A production trace (any --trace-format but a scenario) to add to the suite as a family
+    /// of days in the seed's story; FILE@X plays it at X times its rate. Repeatable.
+    #[arg(long = "suite-trace", value_name = "FILE[@X]", requires = "suite")]
+    pub suite_traces: Vec<String>,
+    /// Only these families of the suite, comma-separated (e.g. default,on-off,trace:conv).
+    #[arg(long, value_name = "LIST", requires = "suite")]
+    pub families: Option<String>,
     #[command(flatten)]
     pub sim: SimArgs,
 }
@@ -263,11 +316,15 @@ fn specs(args: &Args) -> Vec<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.suite {
+        return super::suite::simulate(&args, &specs(&args));
+    }
     if let Some(n) = args.seeds {
         return super::seeds::simulate(&args, n, &specs(&args));
     }
-    let trace = args.sim.trace()?;
-    let mut settings = args.sim.settings()?;
+    let source = args.sim.source()?;
+    let trace = source.trace(0)?;
+    let mut settings = args.sim.settings(&source)?;
     settings.record_timeline = args.timeline;
     if args.plot.is_some() {
         settings.series_every_s = 5.0;
@@ -279,6 +336,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let specs = specs(&args);
     let policies = args.sim.policies(&specs)?;
+    let bound = clairvoyant(&trace, &hw, &settings, BOUND_CAP);
+    let settings = settings.resolved(&bound);
     let runs: Vec<run::Run> = policies
         .iter()
         .map(|p| run::run(&trace, &hw, p, &settings))
@@ -288,7 +347,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .zip(&runs)
         .map(|(spec, r)| report::summarize(spec, r, settings.slo_ttft_s))
         .collect();
-    let bound = clairvoyant(&trace, &hw, settings.slo_ttft_s, settings.dt, BOUND_CAP);
     if let Some(path) = &args.plot {
         let panels: Vec<Panel<'_>> = specs
             .iter()

@@ -1,34 +1,36 @@
 //! `infscale tune`: a search over policies on one trace, in parallel on all cores.
 
-use super::simulate::SimArgs;
+use super::simulate::{SimArgs, TraceSource, BOUND_CAP};
 use crate::scaling::scaled_object::{self, Placement};
+use crate::sim::bound::{clairvoyant, Bound};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
+use crate::sim::seeds::Day;
 use crate::sim::seeds::{self, Judged, Judgement};
+use crate::sim::trace::replay;
 use crate::sim::trace::Trace;
 use crate::sim::tune::{self, Grid};
 use anyhow::bail;
-use std::ops::RangeInclusive;
+use rayon::prelude::*;
 use std::process::ExitCode;
 
-/// The traces chosen on and the held-out ones, with their seeds (none for a CSV trace, which is
-/// one trace and has nothing to hold out).
+/// The traces chosen on and the held-out ones, each with what it is (seeds of a scenario, or
+/// parts of a recorded trace).
 struct Traces {
     chosen: Vec<Trace>,
-    chosen_seeds: Option<RangeInclusive<u64>>,
+    chosen_label: String,
+    chosen_seeds: Option<Vec<u64>>,
     held_out: Vec<Trace>,
-    held_out_seeds: Vec<u64>,
+    held_out_label: String,
+    held_out_seeds: Option<Vec<u64>>,
 }
 
-fn traces(args: &Args) -> anyhow::Result<Traces> {
-    let source = args.sim.source()?;
-    if let super::simulate::TraceSource::Csv(_) = source {
-        return Ok(Traces {
-            chosen: vec![source.trace(0)?],
-            chosen_seeds: None,
-            held_out: Vec::new(),
-            held_out_seeds: Vec::new(),
-        });
+/// Seconds after the end of a part of a recorded trace, so that its last arrivals can be served.
+const PART_TAIL_S: f64 = 30.0;
+
+fn traces(args: &Args, source: &TraceSource) -> anyhow::Result<Traces> {
+    if let TraceSource::Csv(whole) = source {
+        return Ok(parts(args, whole));
     }
     let first = args.sim.seed.unwrap_or(1);
     let r = args.replicates.max(1);
@@ -39,13 +41,53 @@ fn traces(args: &Args) -> anyhow::Result<Traces> {
     else {
         bail!("--seed {first} with --replicates {r} and --held-out {h}: seeds past 2^64");
     };
-    let chosen_seeds = first..=last;
+    let chosen: Vec<u64> = (first..=last).collect();
+    let held: Vec<u64> = (last + 1..=last + h).collect();
     Ok(Traces {
-        chosen: super::seeds::traces(&source, chosen_seeds.clone(), "--replicates")?,
-        chosen_seeds: Some(chosen_seeds),
-        held_out: super::seeds::traces(&source, last + 1..=last + h, "--held-out")?,
-        held_out_seeds: (last + 1..=last + h).collect(),
+        chosen: super::seeds::traces(source, first..=last, "--replicates")?,
+        chosen_label: span(&chosen),
+        chosen_seeds: Some(chosen),
+        held_out: super::seeds::traces(source, last + 1..=last + h, "--held-out")?,
+        held_out_label: span(&held),
+        held_out_seeds: Some(held),
     })
+}
+
+/// A recorded trace in `--parts` equal parts in time: chosen on the earlier half, held out on
+/// the later (a policy tuned on yesterday runs on tomorrow); one part is chosen on and not held
+/// out.
+fn parts(args: &Args, whole: &Trace) -> Traces {
+    let n = usize::try_from(args.parts.max(1)).unwrap_or(1);
+    let span = whole.requests.last().map_or(whole.duration, |r| r.arrival);
+    let len = span / n as f64;
+    let all: Vec<Trace> = (0..n)
+        .map(|i| {
+            let from = i as f64 * len;
+            let to = if i + 1 == n {
+                f64::INFINITY
+            } else {
+                from + len
+            };
+            let mut part = replay::window(whole, from, to);
+            part.duration = len + PART_TAIL_S;
+            part.name = format!("{} part {} of {n}", whole.name, i + 1);
+            part
+        })
+        .collect();
+    let chosen_n = n.div_ceil(2);
+    let label = |a: usize, b: usize| match (a, b) {
+        (a, b) if a == b => format!("part {a} of {n}"),
+        (a, b) => format!("parts {a}..{b} of {n}"),
+    };
+    let (chosen, held) = all.split_at(chosen_n.min(all.len()));
+    Traces {
+        chosen: chosen.to_vec(),
+        chosen_label: label(1, chosen_n),
+        chosen_seeds: None,
+        held_out: held.to_vec(),
+        held_out_label: label(chosen_n + 1, n),
+        held_out_seeds: None,
+    }
 }
 
 /// "seed a" or "seeds a..b" for consecutive seeds.
@@ -77,7 +119,7 @@ pub struct Args {
     /// see the README).
     #[arg(long, default_value = "64,96,128,160,192")]
     pub targets: String,
-    /// Lookaheads to try, seconds (0: none).
+    /// Lookaheads to try, seconds or auto (the learned cold start; 0: none).
     #[arg(long, default_value = "0,45,60,90")]
     pub lookaheads: String,
     /// How each lookahead projects: trend, history (see `forecast` among the policy keys).
@@ -103,6 +145,10 @@ pub struct Args {
     /// Whether points keep the pods' deletion cost: off, on, or both (each point twice).
     #[arg(long, default_value = "off", value_parser = ["off", "on", "both"])]
     pub deletion_cost: String,
+    /// Whether points hold replicas through the gaps the traffic came back from (hold=auto):
+    /// off, on, or both (each point twice).
+    #[arg(long, default_value = "off", value_parser = ["off", "on", "both"])]
+    pub hold: String,
     /// Count each request a scale-down cuts as this many SLO misses when choosing (the frontier
     /// and --max-miss); 0 ignores cuts.
     #[arg(long, value_name = "WEIGHT", default_value_t = 0.0)]
@@ -118,6 +164,11 @@ pub struct Args {
     /// ones chosen on, and report those figures too (0: skip) [default: --replicates].
     #[arg(long, value_name = "N")]
     pub held_out: Option<u64>,
+    /// A recorded --trace is cut into this many equal parts in time: the points are judged and
+    /// chosen on the earlier half, and the frontier is reported on the later parts it never saw.
+    /// Each part starts warm (see --start-replicas).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub parts: u64,
     /// Print the cheapest point with at most this miss % as a KEDA ScaledObject.
     #[arg(long, value_name = "PERCENT")]
     pub max_miss: Option<f64>,
@@ -141,6 +192,21 @@ pub struct Args {
     /// `serve --allow-activator`).
     #[arg(long)]
     pub activator_url: Option<String>,
+    /// Judge every point on the benchmark's families of days (as `simulate --suite`, each family
+    /// on --replicates days) by its worst family, and hold out --held-out further days per
+    /// family: the robust choice, not the fit to one generator.
+    #[arg(long, conflicts_with = "trace")]
+    pub suite: bool,
+    /// A production trace to add to the suite as a family (as `simulate --suite-trace`).
+    #[arg(long = "suite-trace", value_name = "FILE[@X]", requires = "suite")]
+    pub suite_traces: Vec<String>,
+    /// Only these families of the suite, comma-separated.
+    #[arg(long, value_name = "LIST", requires = "suite")]
+    pub families: Option<String>,
+    /// With --suite: the most any single day of any family may miss for the --max-miss choice,
+    /// percent.
+    #[arg(long, value_name = "PERCENT", requires = "suite")]
+    pub max_day_miss: Option<f64>,
     /// Print every point, not only the frontier.
     #[arg(long)]
     pub all: bool,
@@ -152,7 +218,7 @@ pub struct Args {
 }
 
 impl Args {
-    fn grid(&self) -> anyhow::Result<Grid> {
+    pub fn grid(&self) -> anyhow::Result<Grid> {
         let cooldowns = self
             .cooldowns
             .split(',')
@@ -178,7 +244,27 @@ impl Args {
         Ok(Grid {
             metric: self.metric.clone(),
             targets: list("--targets", &self.targets)?,
-            lookaheads: list("--lookaheads", &self.lookaheads)?,
+            lookaheads: self
+                .lookaheads
+                .split(',')
+                .map(|l| match l.trim() {
+                    "auto" => Ok("auto".to_owned()),
+                    v => v
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|x| x.is_finite() && *x >= 0.0)
+                        .map(|x| {
+                            if x == 0.0 {
+                                "0".to_owned()
+                            } else {
+                                v.to_owned()
+                            }
+                        })
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("--lookaheads: {v:?} is not seconds or auto")
+                        }),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
             forecasts: self
                 .forecasts
                 .split(',')
@@ -205,6 +291,11 @@ impl Args {
                     )),
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?,
+            holds: match self.hold.as_str() {
+                "on" => vec![true],
+                "both" => vec![false, true],
+                _ => vec![false],
+            },
             deletion_costs: match self.deletion_cost.as_str() {
                 "on" => vec![true],
                 "both" => vec![false, true],
@@ -215,21 +306,38 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let all = traces(&args)?;
+    if args.suite {
+        return super::tune_suite::run(&args);
+    }
+    let source = args.sim.source()?;
+    let all = traces(&args, &source)?;
     let traces = &all.chosen;
     let Some(trace) = traces.first() else {
         bail!("no trace to tune on");
     };
-    let settings = args.sim.settings()?;
+    let settings = args.sim.settings(&source)?;
     let hw = Hardware::new(args.sim.gpu.model()?);
     let specs = tune::sample(args.grid()?.policies(), args.points);
     if specs.is_empty() {
         bail!("the grid is empty: give at least one value on every axis");
     }
     let policies = args.sim.policies(&specs)?;
+    // Each chosen trace's bound once: its cost for the ratio, its first count for a warm start.
+    let bounds: Vec<Bound> = traces
+        .par_iter()
+        .map(|t| clairvoyant(t, &hw, &settings, BOUND_CAP))
+        .collect();
+    let days: Vec<Day> = traces
+        .iter()
+        .zip(&bounds)
+        .map(|(t, b)| Day {
+            trace: t.clone(),
+            hw: hw.clone(),
+            settings: settings.resolved(b),
+        })
+        .collect();
     let bar = super::seeds::progress(specs.len() as u64, "points", args.json)?;
-    let summaries: Vec<Summary> =
-        tune::run_points(&specs, &policies, traces, &hw, &settings, &|| bar.inc(1));
+    let summaries: Vec<Summary> = tune::run_points(&specs, &policies, &days, &|| bar.inc(1));
     bar.finish_and_clear();
     if !(args.cut_weight.is_finite() && args.cut_weight >= 0.0) {
         bail!("--cut-weight {}: expected a number >= 0", args.cut_weight);
@@ -255,42 +363,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let checked_policies = args.sim.policies(&checked)?;
         let jobs = all.held_out.len() * (checked.len() + 1);
         let bar = super::seeds::progress(jobs as u64, "held-out runs and bounds", args.json)?;
-        let judged = seeds::judge(
-            &checked,
-            &checked_policies,
-            &all.held_out,
-            &hw,
-            &settings,
-            super::simulate::BOUND_CAP,
-            &|| bar.inc(1),
-        );
+        let days = Day::all(all.held_out.clone(), &hw, &settings);
+        let judged = seeds::judge(&checked, &checked_policies, &days, BOUND_CAP, &|| {
+            bar.inc(1)
+        });
         bar.finish_and_clear();
         Some(judged)
     };
     let mode = &args.sim.mode;
-    let bound_minutes = traces
-        .iter()
-        .map(|t| {
-            crate::sim::bound::clairvoyant(
-                t,
-                &hw,
-                settings.slo_ttft_s,
-                settings.dt,
-                super::simulate::BOUND_CAP,
-            )
-        })
-        .map(|b| b.replica_minutes)
-        .sum::<f64>()
-        / traces.len() as f64;
+    let bound_minutes =
+        bounds.iter().map(|b| b.replica_minutes).sum::<f64>() / bounds.len().max(1) as f64;
     if args.json {
         let json = serde_json::json!({
             "mode": mode,
-            "seeds": all.chosen_seeds.as_ref().map(|s| s.clone().collect::<Vec<_>>()),
+            "seeds": all.chosen_seeds,
+            "chosen_on": all.chosen_label,
             "points": summaries,
             "frontier": frontier,
             "clairvoyant_replica_minutes": bound_minutes,
             "held_out": held_out.as_ref().map(|h| serde_json::json!({
                 "seeds": all.held_out_seeds,
+                "parts": all.held_out_label,
                 "clairvoyant_replica_minutes": h.bound_mean(),
                 "points": h.policies.iter().map(Judged::to_json).collect::<Vec<_>>(),
             })),
@@ -306,10 +399,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match &all.chosen_seeds {
             Some(seeds) => format!(
                 " with seed {}; chosen on {}",
-                seeds.start(),
-                span(&seeds.clone().collect::<Vec<_>>())
+                seeds.first().copied().unwrap_or(1),
+                all.chosen_label
             ),
-            None => String::new(),
+            None => format!("; chosen on {}", all.chosen_label),
         }
     );
     print!("{}", report::table(&frontier, Some(bound_minutes)));
@@ -320,8 +413,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(h) = &held_out {
         println!(
-            "\nheld out: the frontier on {}, traces the choice never saw:",
-            span(&all.held_out_seeds)
+            "\nheld out: the frontier on {}, traffic the choice never saw:",
+            all.held_out_label
         );
         print!("{}", seeds::table(&h.policies));
         println!(
@@ -330,23 +423,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if let (Some(max_miss), Some(best)) = (args.max_miss, chosen) {
-        let policy = args.sim.policy(&best.policy)?;
-        let target = Placement {
-            name: args.name.clone(),
-            namespace: args.namespace.clone(),
-            scaler_address: args.scaler_address.clone(),
-            activator_url: (policy.min == 0).then(|| {
-                args.activator_url.clone().unwrap_or_else(|| {
-                    scaled_object::activator_url(
-                        &args.activator_service,
-                        &args.namespace,
-                        args.activator_port,
-                    )
-                })
-            }),
-            polling_interval_s: settings.polling_interval_s,
-            cold_start_s: hw.gpu.cold_start_s(),
-        };
         println!(
             "\n# cheapest with at most {max_miss}% misses: {} ({:.2}% misses, {:.1} replica-min)",
             best.policy, best.slo_miss_pct, best.replica_minutes
@@ -357,7 +433,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(j) = checked {
             println!(
                 "# held out ({}): {:.2}% misses on average (p95 {:.2}%, worst {:.2}%), {:.1} replica-min, {:.2}x bound",
-                span(&all.held_out_seeds),
+                all.held_out_label,
                 j.slo_miss_pct_mean(),
                 j.slo_miss_pct_p95(),
                 j.slo_miss_pct_max(),
@@ -365,7 +441,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 j.bound_ratio()
             );
         }
-        print!("{}", scaled_object::render(&policy, &target));
+        print!("{}", args.scaled_object(&best.policy, &settings, &hw)?);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+impl Args {
+    /// `spec` as the ScaledObject `--max-miss` prints, placed as the flags say.
+    pub fn scaled_object(
+        &self,
+        spec: &str,
+        settings: &crate::sim::run::Settings,
+        hw: &Hardware,
+    ) -> anyhow::Result<String> {
+        let policy = self.sim.policy(spec)?;
+        let target = Placement {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            scaler_address: self.scaler_address.clone(),
+            activator_url: (policy.min == 0).then(|| {
+                self.activator_url.clone().unwrap_or_else(|| {
+                    scaled_object::activator_url(
+                        &self.activator_service,
+                        &self.namespace,
+                        self.activator_port,
+                    )
+                })
+            }),
+            polling_interval_s: settings.polling_interval_s,
+            cold_start_s: hw.gpu.cold_start_s(),
+        };
+        Ok(scaled_object::render(&policy, &target))
+    }
 }

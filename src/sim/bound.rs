@@ -11,6 +11,7 @@
 
 use super::cluster::{Cluster, Fate};
 use super::replica::Hardware;
+use super::run::{Settings, Start};
 use super::trace::Trace;
 use serde::Serialize;
 
@@ -23,6 +24,9 @@ pub struct Bound {
     pub replica_minutes: f64,
     /// Ready replicas wanted in each window of [`WINDOW_S`].
     pub plan: Vec<u32>,
+    /// Replicas already running at time 0, which pay no cold start: the settings' start, or
+    /// the plan's first count for a warm start from the bound.
+    pub initial: u32,
 }
 
 /// Misses among requests waiting at `t0` or arriving in `[t0, t1)`, with `n` ready replicas from
@@ -141,8 +145,10 @@ fn search<R>(
     (hi, chosen)
 }
 
-/// Computes the bound for `trace`, with at most `cap` replicas.
-pub fn clairvoyant(trace: &Trace, hw: &Hardware, slo_s: f64, dt: f64, cap: u32) -> Bound {
+/// Computes the bound for `trace` under `settings` (its SLO, step and start), with at most `cap`
+/// replicas.
+pub fn clairvoyant(trace: &Trace, hw: &Hardware, settings: &Settings, cap: u32) -> Bound {
+    let (slo_s, dt) = (settings.slo_ttft_s, settings.dt);
     let mut cluster = Cluster::new(hw.clone(), 1, f64::INFINITY);
     let mut plan = Vec::new();
     let mut next = 0;
@@ -159,10 +165,16 @@ pub fn clairvoyant(trace: &Trace, hw: &Hardware, slo_s: f64, dt: f64, cap: u32) 
         plan.push(hi);
         t0 = t1;
     }
-    let replica_minutes = price(&plan, WINDOW_S, hw.gpu.cold_start_s(), 1) / 60.0;
+    let initial = match settings.start {
+        Start::Policy => 1,
+        Start::Replicas(n) => n,
+        Start::Bound => plan.first().copied().unwrap_or(1),
+    };
+    let replica_minutes = price(&plan, WINDOW_S, hw.gpu.cold_start_s(), initial) / 60.0;
     Bound {
         replica_minutes,
         plan,
+        initial,
     }
 }
 

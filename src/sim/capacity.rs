@@ -26,6 +26,7 @@ pub fn saturated_rate(gpu: &GpuModel, scenario: &Scenario) -> Result<f64, TraceE
         name: format!("{} at saturation", scenario.name),
         duration: end,
         rates: vec![(0.0, OFFERED), (end, OFFERED)],
+        bursts: None,
         ..scenario.clone()
     };
     let trace = backlog.generate()?;

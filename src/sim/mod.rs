@@ -5,7 +5,8 @@
 //! the same `scaling` functions `serve` and `decide` call; [`report`] turns a run into SLO misses
 //! and replica-minutes; [`bound`] is the clairvoyant lower bound; [`capacity`] measures what one
 //! replica carries; [`plot`] draws the runs;
-//! [`seeds`] judges policies on many traces of a scenario; [`tune`] searches policies.
+//! [`seeds`] judges policies on many traces of a scenario; [`suite`] on families of days no
+//! single generator owns; [`tune`] searches policies.
 
 pub mod bound;
 pub mod capacity;
@@ -18,5 +19,6 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod seeds;
+pub mod suite;
 pub mod trace;
 pub mod tune;

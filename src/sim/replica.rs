@@ -6,7 +6,9 @@
 //! prefill) and yields each request's first token; the rest of the step decodes every running
 //! sequence at the bandwidth-bound step time. The replica keeps vLLM's counters (generation
 //! tokens, CPU seconds, the TTFT histogram) so the control loop reads it exactly as it reads a
-//! real pod.
+//! real pod: running is what the engine has begun (decoding, or part-way through its prefill),
+//! waiting what it has not (no batch slot or KV space, or a prefill backlog), as vLLM's
+//! scheduler reports them.
 
 use super::gpu::GpuModel;
 use crate::metrics::histogram::Histogram;
@@ -188,6 +190,8 @@ pub struct SimReplica {
     pub kv_tokens: f64,
     // Counters, as on /metrics.
     pub generation_tokens: f64,
+    /// Prompt tokens prefilled, counted when a request's prefill ends (as vLLM counts them).
+    pub prompt_tokens: f64,
     pub cpu_seconds: f64,
     pub ttft_counts: [u64; TTFT_BUCKETS.len() + 1],
     /// When it was ordered, and when it became Ready (its Ready condition's time).
@@ -207,6 +211,7 @@ impl SimReplica {
             decoding: DecodeBatch::default(),
             kv_tokens: 0.0,
             generation_tokens: 0.0,
+            prompt_tokens: 0.0,
             cpu_seconds: 0.0,
             ttft_counts: [0; TTFT_BUCKETS.len() + 1],
             created_at: 0.0,
@@ -232,6 +237,24 @@ impl SimReplica {
     /// Requests routed here and not finished.
     pub fn outstanding(&self) -> usize {
         self.waiting.len() + self.running()
+    }
+
+    /// Requests the engine has begun: decoding, or with part of their prompt prefilled. This is
+    /// what a server's running gauge counts (vLLM's scheduler moves a request from waiting to
+    /// running when it schedules its first chunk of prefill).
+    pub fn scheduled(&self) -> usize {
+        let started = self
+            .prefilling
+            .iter()
+            .take_while(|s| s.prefill_left < f64::from(s.prompt))
+            .count();
+        self.decoding.len() + started
+    }
+
+    /// Requests not begun: waiting for a batch slot or KV space, or admitted with none of their
+    /// prompt prefilled yet (a prefill backlog). What a server's waiting gauge counts.
+    pub fn unscheduled(&self) -> usize {
+        self.outstanding() - self.scheduled()
     }
 
     pub fn is_ready(&self) -> bool {
@@ -326,6 +349,7 @@ impl SimReplica {
                     at,
                 });
                 let (request, prompt, output) = (seq.request, seq.prompt, seq.output);
+                self.prompt_tokens += f64::from(prompt);
                 self.prefilling.pop_front();
                 self.decoding.push(request, prompt, output);
             } else {
@@ -374,11 +398,12 @@ impl SimReplica {
         }
         Signals {
             server: Server::Vllm,
-            running: Some(self.running() as f64),
-            waiting: self.waiting.len() as f64,
+            running: Some(self.scheduled() as f64),
+            waiting: self.unscheduled() as f64,
             kv: Some((self.kv_tokens / kv_capacity).min(1.0)),
             counters: Counters {
                 output_tokens: Some(self.generation_tokens),
+                prompt_tokens: Some(self.prompt_tokens),
                 cpu_seconds: Some(self.cpu_seconds),
                 ttft: Some(ttft),
                 ..Counters::default()

@@ -1,10 +1,11 @@
 //! From a run to the numbers a user compares: SLO misses, TTFT percentiles, replica-minutes.
 //!
-//! A request misses the SLO when its first token came later than the SLO, when the activator
-//! answered it with a timeout, or when it never got a first token before the trace ended.
-//! Percentiles are over the requests that got a first token. Goodput per GPU-hour is the
-//! requests that met the SLO and were not cut by a scale-down, over the GPU-hours spent
-//! (replica-hours times [`GPUS_PER_REPLICA`]).
+//! A request fails when its first token came later than the SLO, when the activator answered
+//! it with a timeout, when it never got a first token before the trace ended, or when a
+//! scale-down cut it before it finished: a stream aborted mid-way is as failed, for its user, as
+//! one that never started. The miss % counts every failed request once. Percentiles are over
+//! the requests that got a first token. Goodput per GPU-hour is the requests that did not fail,
+//! over the GPU-hours spent (replica-hours times [`GPUS_PER_REPLICA`]).
 
 use super::cluster::RequestOutcome;
 use super::gpu::GPUS_PER_REPLICA;
@@ -17,8 +18,11 @@ use std::fmt::Write;
 pub struct Summary {
     pub policy: String,
     pub requests: usize,
+    /// Failed requests: late, rejected, unanswered or cut.
     pub slo_miss: usize,
     pub slo_miss_pct: f64,
+    /// Requests whose first token was late (or never came), cut or not.
+    pub late: usize,
     pub rejected: usize,
     /// Requests cut by a scale-down: their replica stopped, at the end of its drain,
     /// before they finished (those cut before a first token are misses too).
@@ -36,13 +40,14 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The miss % with each cut request also counted `cut_weight` times (a cut before its
-    /// first token is already a miss, and counts again).
+    /// The miss % with each request cut after a first token in time counted `cut_weight` times
+    /// (1: the miss %; 0: cuts ignored, only late first tokens count).
     pub fn weighted_miss_pct(&self, cut_weight: f64) -> f64 {
         if self.requests == 0 {
             return self.slo_miss_pct;
         }
-        self.slo_miss_pct + cut_weight * 100.0 * self.cut as f64 / self.requests as f64
+        let cut_in_time = self.slo_miss.saturating_sub(self.late) as f64;
+        100.0 * (self.late as f64 + cut_weight * cut_in_time) / self.requests as f64
     }
 }
 
@@ -58,10 +63,16 @@ pub fn quantile(sorted: &[f32], q: f64) -> f64 {
     f64::from(sorted[lo]) * (1.0 - w) + f64::from(sorted[hi]) * w
 }
 
+/// Whether a request's first token missed the SLO (or never came).
+fn is_late(o: &RequestOutcome, slo_s: f64) -> bool {
+    o.first_token_s().is_none_or(|ttft| ttft > slo_s)
+}
+
+/// Failed requests: late, rejected, unanswered, or cut by a scale-down.
 pub fn misses(outcomes: &[RequestOutcome], slo_s: f64) -> usize {
     outcomes
         .iter()
-        .filter(|o| o.first_token_s().is_none_or(|ttft| ttft > slo_s))
+        .filter(|o| o.cut || is_late(o, slo_s))
         .count()
 }
 
@@ -80,6 +91,7 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
     ttfts.sort_unstable_by(f32::total_cmp);
     let requests = outcomes().count();
     let slo_miss: usize = runs.iter().map(|r| misses(&r.outcomes, slo_s)).sum();
+    let late = outcomes().filter(|o| is_late(o, slo_s)).count();
     let n = runs.len().max(1) as f64;
     let replica_seconds: f64 = runs.iter().map(|r| r.replica_seconds).sum();
     Summary {
@@ -91,6 +103,7 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
         } else {
             100.0 * slo_miss as f64 / requests as f64
         },
+        late,
         rejected: outcomes().filter(|o| o.rejected).count(),
         cut: outcomes().filter(|o| o.cut).count(),
         ttft_p50_s: quantile(&ttfts, 0.50),
@@ -101,16 +114,11 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
         scale_events: (runs.iter().map(|r| f64::from(r.scale_events)).sum::<f64>() / n).round()
             as u32,
         cost_writes: runs.iter().map(|r| f64::from(r.cost_writes)).sum::<f64>() / n,
-        goodput_per_gpu_hour: goodput_per_gpu_hour(
-            outcomes()
-                .filter(|o| !o.cut && o.first_token_s().is_some_and(|t| t <= slo_s))
-                .count(),
-            replica_seconds,
-        ),
+        goodput_per_gpu_hour: goodput_per_gpu_hour(requests - slo_miss, replica_seconds),
     }
 }
 
-/// Good requests (met the SLO, not cut) per GPU-hour, over `replica_seconds` of replicas.
+/// Good requests (in time, not cut) per GPU-hour, over `replica_seconds` of replicas.
 pub fn goodput_per_gpu_hour(good: usize, replica_seconds: f64) -> f64 {
     let gpu_hours = replica_seconds / 3600.0 * GPUS_PER_REPLICA;
     if gpu_hours > 0.0 {
@@ -186,20 +194,37 @@ mod tests {
     }
 
     #[test]
-    fn misses_count_late_rejected_and_unanswered() {
-        let o = |ttft: f32, rejected| RequestOutcome {
+    fn misses_count_late_rejected_unanswered_and_cut() {
+        let o = |ttft: f32, rejected, cut| RequestOutcome {
             ttft,
             rejected,
-            cut: false,
+            cut,
         };
         let outcomes = [
-            o(0.5, false),
-            o(2.5, false),
-            o(f32::NAN, false),
-            o(f32::NAN, true),
-            o(2.0, false),
+            o(0.5, false, false),
+            o(2.5, false, false),
+            o(f32::NAN, false, false),
+            o(f32::NAN, true, false),
+            o(2.0, false, false),
+            o(0.5, false, true),
+            o(f32::NAN, false, true),
         ];
-        assert_eq!(misses(&outcomes, 2.0), 3);
+        assert_eq!(misses(&outcomes, 2.0), 5);
+        let run = Run {
+            outcomes: outcomes.to_vec(),
+            replica_seconds: 60.0,
+            scale_events: 0,
+            peak: 1,
+            cost_writes: 0,
+            timeline: Vec::new(),
+            series: Vec::new(),
+        };
+        let s = summarize("p", &run, 2.0);
+        assert_eq!((s.slo_miss, s.late, s.cut), (5, 4, 2));
+        // A cut after a first token in time weighs as given; a cut before one is late anyway.
+        assert_eq!(s.weighted_miss_pct(1.0), s.slo_miss_pct);
+        assert!((s.weighted_miss_pct(0.0) - 400.0 / 7.0).abs() < 1e-9);
+        assert!((s.weighted_miss_pct(3.0) - 700.0 / 7.0).abs() < 1e-9);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! keeps the target active and counts as the HPA counts a missing pod; a release reads as active
 //! until a scrape after it. The timeline carries the evaluation's reasons.
 
+use super::bound::{clairvoyant, Bound};
 use super::cluster::{Balancer, Cluster, RequestOutcome};
 use super::replica::Hardware;
 use super::rng::Rng;
@@ -72,6 +73,22 @@ pub struct Settings {
     pub cold_start_spread: f64,
     /// How arrivals are spread over the ready replicas.
     pub balancer: Balancer,
+    /// Replicas already Ready at time 0.
+    pub start: Start,
+}
+
+/// How many replicas are Ready at time 0. A trace that starts mid-day starts warm: a replay of
+/// a busy hour from one cold replica measures a start-up transient no operator lives through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// The policy's `min`, at least one.
+    #[default]
+    Policy,
+    /// This many (never fewer than the policy's `min`).
+    Replicas(u32),
+    /// As many as the clairvoyant bound wants in its first window.
+    Bound,
 }
 
 impl Default for Settings {
@@ -91,12 +108,40 @@ impl Default for Settings {
             drain_s: DEFAULT_DRAIN_S,
             cold_start_spread: 0.0,
             balancer: Balancer::LeastRequest,
+            start: Start::Policy,
         }
     }
 }
 
-/// vLLM's default `--shutdown-timeout`: in-flight requests are aborted at SIGTERM.
-pub const DEFAULT_DRAIN_S: f64 = 0.0;
+/// The drain the example manifests ship (`manifests/examples/`): a removed pod serves what it
+/// holds for 120 s (vLLM's `--shutdown-timeout 120`, within its `terminationGracePeriodSeconds`)
+/// before what is left is cut. vLLM's own default, 0, aborts in-flight requests at SIGTERM.
+pub const DEFAULT_DRAIN_S: f64 = 120.0;
+
+impl Settings {
+    /// These settings with a warm start from the bound resolved to its count.
+    pub fn resolved(&self, bound: &Bound) -> Settings {
+        let mut s = self.clone();
+        if s.start == Start::Bound {
+            s.start = Start::Replicas(bound.initial);
+        }
+        s
+    }
+
+    /// The replicas Ready at time 0 for `policy` on `trace` (the bound's first count is computed
+    /// here when the start was not [`Settings::resolved`]).
+    fn start_for(&self, policy: &Policy, trace: &Trace, hw: &Hardware) -> u32 {
+        let n = match self.start {
+            Start::Policy => 1,
+            Start::Replicas(n) => n,
+            Start::Bound => clairvoyant(trace, hw, self, BOUND_CAP).initial,
+        };
+        n.max(policy.min).max(1)
+    }
+}
+
+/// The most replicas the clairvoyant bound may plan.
+pub const BOUND_CAP: u32 = 64;
 
 /// One decision or KEDA action, for `--timeline`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -198,7 +243,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let requests = &trace.requests;
     let dt = settings.dt;
     let cold_start = hw.gpu.cold_start_s();
-    let mut cluster = Cluster::new(hw.clone(), policy.min.max(1), settings.hold_timeout_s);
+    let start = settings.start_for(policy, trace, hw);
+    let mut cluster = Cluster::new(hw.clone(), start, settings.hold_timeout_s);
     cluster.drain_s = settings.drain_s;
     cluster.cold_spread = settings.cold_start_spread;
     cluster.balancer = settings.balancer;

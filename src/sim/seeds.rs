@@ -136,56 +136,70 @@ impl Judgement {
     }
 }
 
-/// What one parallel job produced.
-enum Done {
-    Bound(usize, f64),
-    Run(usize, usize, Summary),
+/// One day to judge on: its trace, its engine and how its loop runs.
+#[derive(Debug, Clone)]
+pub struct Day {
+    pub trace: Trace,
+    pub hw: Hardware,
+    pub settings: Settings,
 }
 
-/// Runs every policy on every trace and each trace's clairvoyant bound (capped at `cap`
-/// replicas), in parallel on all cores; `tick` is called once per job done (traces x (policies +
-/// 1) of them, for a progress bar).
+impl Day {
+    /// Each of `traces` on one engine and loop.
+    pub fn all(traces: Vec<Trace>, hw: &Hardware, settings: &Settings) -> Vec<Day> {
+        traces
+            .into_iter()
+            .map(|trace| Day {
+                trace,
+                hw: hw.clone(),
+                settings: settings.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Runs every policy on every day and each day's clairvoyant bound (capped at `cap` replicas),
+/// in parallel on all cores: the bounds first (a warm start from the bound needs its count),
+/// then the runs. `tick` is called once per job done (days x (policies + 1) of them, for a
+/// progress bar).
 pub fn judge(
     specs: &[String],
     policies: &[Policy],
-    traces: &[Trace],
-    hw: &Hardware,
-    settings: &Settings,
+    days: &[Day],
     cap: u32,
     tick: &(dyn Fn() + Sync),
 ) -> Judgement {
-    let slo = settings.slo_ttft_s;
-    // The bounds first: they are the longest jobs, so they should not start last.
-    let jobs: Vec<(usize, Option<usize>)> = (0..traces.len())
-        .map(|t| (t, None))
-        .chain((0..traces.len()).flat_map(|t| (0..policies.len()).map(move |p| (t, Some(p)))))
+    let bounds: Vec<_> = days
+        .par_iter()
+        .with_max_len(1)
+        .map(|d| {
+            let b = clairvoyant(&d.trace, &d.hw, &d.settings, cap);
+            tick();
+            b
+        })
         .collect();
-    let done: Vec<Done> = jobs
+    let settings: Vec<Settings> = days
+        .iter()
+        .zip(&bounds)
+        .map(|(d, b)| d.settings.resolved(b))
+        .collect();
+    let jobs: Vec<(usize, usize)> = (0..days.len())
+        .flat_map(|t| (0..policies.len()).map(move |p| (t, p)))
+        .collect();
+    let done: Vec<(usize, usize, Summary)> = jobs
         .par_iter()
         .with_max_len(1)
         .map(|&(t, p)| {
-            let trace = &traces[t];
-            let out = match p {
-                None => Done::Bound(
-                    t,
-                    clairvoyant(trace, hw, slo, settings.dt, cap).replica_minutes,
-                ),
-                Some(p) => {
-                    let r = run::run(trace, hw, &policies[p], settings);
-                    Done::Run(t, p, report::summarize(&specs[p], &r, slo))
-                }
-            };
+            let (day, settings) = (&days[t], &settings[t]);
+            let r = run::run(&day.trace, &day.hw, &policies[p], settings);
             tick();
-            out
+            (t, p, report::summarize(&specs[p], &r, settings.slo_ttft_s))
         })
         .collect();
-    let mut bounds = vec![f64::NAN; traces.len()];
-    let mut summaries: Vec<Vec<Option<Summary>>> = vec![vec![None; traces.len()]; policies.len()];
-    for d in done {
-        match d {
-            Done::Bound(t, minutes) => bounds[t] = minutes,
-            Done::Run(t, p, s) => summaries[p][t] = Some(s),
-        }
+    let bounds: Vec<f64> = bounds.iter().map(|b| b.replica_minutes).collect();
+    let mut summaries: Vec<Vec<Option<Summary>>> = vec![vec![None; days.len()]; policies.len()];
+    for (t, p, s) in done {
+        summaries[p][t] = Some(s);
     }
     let policies = specs
         .iter()
@@ -249,6 +263,7 @@ mod tests {
             requests: 100,
             slo_miss: miss_pct as usize,
             slo_miss_pct: miss_pct,
+            late: miss_pct as usize,
             rejected: 0,
             cut: 0,
             ttft_p50_s: f64::NAN,
@@ -293,7 +308,8 @@ mod tests {
         let specs = vec!["queue:24".to_owned(), "cpu:60".to_owned()];
         let policies: Vec<Policy> = specs.iter().map(|s| Policy::parse(s).unwrap()).collect();
         let ticks = std::sync::atomic::AtomicUsize::new(0);
-        let judged = judge(&specs, &policies, &traces, &hw, &settings, 8, &|| {
+        let days = Day::all(traces.clone(), &hw, &settings);
+        let judged = judge(&specs, &policies, &days, 8, &|| {
             ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         });
         assert_eq!(ticks.into_inner(), 2 * 3);
@@ -305,7 +321,7 @@ mod tests {
                     settings.slo_ttft_s,
                 );
                 assert_eq!(j.per_seed[t], alone);
-                let bound = clairvoyant(trace, &hw, settings.slo_ttft_s, settings.dt, 8);
+                let bound = clairvoyant(trace, &hw, &settings, 8);
                 assert_eq!(judged.bounds[t], bound.replica_minutes);
                 assert_eq!(
                     j.bound_ratios[t],

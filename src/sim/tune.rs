@@ -1,10 +1,9 @@
 //! The tuner: many policies over one trace, the Pareto frontier of misses against cost, and the
 //! cheapest policy under a miss budget as a ready-to-apply KEDA ScaledObject.
 
-use super::replica::Hardware;
 use super::report::{self, Summary};
-use super::run::{self, Settings};
-use super::trace::Trace;
+use super::run;
+use super::seeds::Day;
 use crate::scaling::Policy;
 use rayon::prelude::*;
 use std::fmt::Write;
@@ -14,7 +13,8 @@ use std::fmt::Write;
 pub struct Grid {
     pub metric: String,
     pub targets: Vec<f64>,
-    pub lookaheads: Vec<f64>,
+    /// Lookaheads, seconds or `auto` ("0": none).
+    pub lookaheads: Vec<String>,
     /// How the lookahead projects: "trend" or "history" (only with a lookahead).
     pub forecasts: Vec<String>,
     pub down_windows: Vec<u32>,
@@ -30,6 +30,8 @@ pub struct Grid {
     pub also: Vec<String>,
     /// Whether points keep the pods' deletion cost (`deletioncost=true`), one point per value.
     pub deletion_costs: Vec<bool>,
+    /// Whether points hold replicas through the gaps seen (`hold=auto`), one point per value.
+    pub holds: Vec<bool>,
 }
 
 impl Default for Grid {
@@ -37,7 +39,7 @@ impl Default for Grid {
         Grid {
             metric: "queue".to_owned(),
             targets: vec![64.0, 96.0, 128.0, 160.0, 192.0],
-            lookaheads: vec![0.0, 45.0, 60.0, 90.0],
+            lookaheads: ["0", "45", "60", "90"].map(String::from).to_vec(),
             forecasts: vec!["trend".to_owned(), "history".to_owned()],
             down_windows: vec![30, 60, 120, 300],
             down_policies: vec![String::new(), "downpods=1".to_owned()],
@@ -46,21 +48,23 @@ impl Default for Grid {
             with: String::new(),
             also: vec![String::new()],
             deletion_costs: vec![false],
+            holds: vec![false],
         }
     }
 }
 
 impl Grid {
     /// Every combination, as policy strings (a forecast only with a lookahead). A point with a
-    /// further metric that cannot work (a `kv` beside `min=0`) is left out.
+    /// further metric that cannot work (a `kv` beside `min=0` on a metric that cannot wake the
+    /// target) is left out.
     pub fn policies(&self) -> Vec<String> {
-        let mut heads = Vec::new();
         let none = [String::new()];
         let alsos = if self.also.is_empty() {
             &none[..]
         } else {
             &self.also[..]
         };
+        let mut heads = Vec::new();
         for also in alsos {
             let (metric, extra) = match also.split_once(':') {
                 Some((m, t)) => (
@@ -71,31 +75,63 @@ impl Grid {
             };
             self.heads(&metric, &extra, &mut heads);
         }
+        // Each axis after the head as the keys it adds, in the order a policy string reads.
+        let windows: Vec<String> = self
+            .down_windows
+            .iter()
+            .map(|w| format!(",downwindow={w}"))
+            .collect();
+        let downs: Vec<String> = self
+            .down_policies
+            .iter()
+            .map(|d| {
+                if d.is_empty() {
+                    String::new()
+                } else {
+                    format!(",{d}")
+                }
+            })
+            .collect();
+        let cooldowns: Vec<String> = self
+            .cooldowns
+            .iter()
+            .map(|c| c.map_or(String::new(), |c| format!(",min=0,cooldown={c}")))
+            .collect();
+        let holds: Vec<String> = self
+            .holds
+            .iter()
+            .map(|&h| {
+                if h {
+                    ",hold=auto".to_owned()
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        let with = if self.with.is_empty() {
+            String::new()
+        } else {
+            format!(",{}", self.with)
+        };
+        let costs: Vec<&str> = self
+            .deletion_costs
+            .iter()
+            .map(|&c| if c { ",deletioncost=true" } else { "" })
+            .collect();
         let mut out = Vec::new();
-        for head in heads {
-            for &window in &self.down_windows {
-                for down in &self.down_policies {
-                    for cooldown in &self.cooldowns {
-                        let mut spec = format!("{head},downwindow={window}");
-                        if !down.is_empty() {
-                            let _ = write!(spec, ",{down}");
-                        }
-                        if let Some(c) = cooldown {
-                            let _ = write!(spec, ",min=0,cooldown={c}");
-                        }
-                        let _ = write!(spec, ",max={}", self.max);
-                        if !self.with.is_empty() {
-                            let _ = write!(spec, ",{}", self.with);
-                        }
-                        if head.contains('+') && Policy::parse(&spec).is_err() {
-                            continue;
-                        }
-                        for &cost in &self.deletion_costs {
-                            out.push(if cost {
-                                format!("{spec},deletioncost=true")
-                            } else {
-                                spec.clone()
-                            });
+        for head in &heads {
+            for window in &windows {
+                for down in &downs {
+                    for cooldown in &cooldowns {
+                        for hold in &holds {
+                            let spec = format!(
+                                "{head}{window}{down}{cooldown},max={}{hold}{with}",
+                                self.max
+                            );
+                            if head.contains('+') && Policy::parse(&spec).is_err() {
+                                continue;
+                            }
+                            out.extend(costs.iter().map(|c| format!("{spec}{c}")));
                         }
                     }
                 }
@@ -108,8 +144,8 @@ impl Grid {
     /// target (`,0.8` for a further metric's).
     fn heads(&self, metric: &str, extra: &str, heads: &mut Vec<String>) {
         for &target in &self.targets {
-            for &lookahead in &self.lookaheads {
-                if lookahead <= 0.0 {
+            for lookahead in &self.lookaheads {
+                if lookahead == "0" {
                     heads.push(format!("{metric}:{target}{extra}"));
                     continue;
                 }
@@ -136,26 +172,26 @@ pub fn sample(all: Vec<String>, count: usize) -> Vec<String> {
         .collect()
 }
 
-/// Runs every policy on every trace, in parallel on all cores, and summarises each policy over
-/// all its runs; `tick` is called once per policy done (for a progress bar).
+/// Runs every policy on every day, in parallel on all cores, and summarises each policy over
+/// all its runs; `tick` is called once per policy done (for a progress bar). A day's warm start
+/// from the bound must be resolved ([`run::Settings::resolved`]), or each run computes the bound.
 pub fn run_points(
     specs: &[String],
     policies: &[Policy],
-    traces: &[Trace],
-    hw: &Hardware,
-    settings: &Settings,
+    days: &[Day],
     tick: &(dyn Fn() + Sync),
 ) -> Vec<Summary> {
     specs
         .par_iter()
         .zip(policies)
         .map(|(spec, policy)| {
-            let runs: Vec<_> = traces
+            let runs: Vec<_> = days
                 .iter()
-                .map(|t| run::run(t, hw, policy, settings))
+                .map(|d| run::run(&d.trace, &d.hw, policy, &d.settings))
                 .collect();
             tick();
-            report::summarize_many(spec, &runs, settings.slo_ttft_s)
+            let slo = days.first().map_or(2.0, |d| d.settings.slo_ttft_s);
+            report::summarize_many(spec, &runs, slo)
         })
         .collect()
 }
@@ -204,6 +240,7 @@ mod tests {
             requests: 100,
             slo_miss: miss as usize,
             slo_miss_pct: miss,
+            late: miss as usize,
             rejected: 0,
             cut: 0,
             ttft_p50_s: 0.0,
@@ -221,7 +258,7 @@ mod tests {
     fn a_further_metric_adds_combined_points() {
         let grid = Grid {
             targets: vec![64.0],
-            lookaheads: vec![0.0],
+            lookaheads: vec!["0".to_owned()],
             down_windows: vec![60],
             down_policies: vec![String::new()],
             cooldowns: vec![None, Some(60.0)],
@@ -234,6 +271,7 @@ mod tests {
                 "queue:64,downwindow=60,max=8",
                 "queue:64,downwindow=60,min=0,cooldown=60,max=8",
                 "queue+kv:64,0.8,downwindow=60,max=8",
+                "queue+kv:64,0.8,downwindow=60,min=0,cooldown=60,max=8",
             ]
         );
         for p in grid.policies() {
@@ -258,13 +296,15 @@ mod tests {
 
     #[test]
     fn weighed_cuts_move_a_point_off_the_frontier() {
-        let mut cutting = s("cutting", 1.0, 10.0);
+        // One late first token and three streams cut after theirs: 4 failed of 100.
+        let mut cutting = s("cutting", 4.0, 10.0);
+        cutting.late = 1;
         cutting.cut = 3;
         let careful = s("careful", 2.0, 11.0);
         let both = [cutting, careful];
         let names = |w| -> Vec<String> { pareto(&both, w).into_iter().map(|p| p.policy).collect() };
         assert_eq!(names(0.0), ["cutting"]);
-        // Three cuts in 100 requests, each weighed as a miss: 4% against 2%.
+        // Weighed 0 the cuts vanish (1% against 2%); weighed 1 each is a failure: 4% against 2%.
         assert_eq!(names(1.0), ["cutting", "careful"]);
         assert_eq!(cheapest_under(&both, 2.5, 1.0).unwrap().policy, "careful");
         let grid = Grid {

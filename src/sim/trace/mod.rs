@@ -8,6 +8,7 @@
 
 mod datetime;
 pub mod formats;
+pub mod replay;
 
 use super::rng::{Lengths, Rng};
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,72 @@ pub struct Scenario {
     pub rates: Vec<(f64, f64)>,
     pub prompt: Lengths,
     pub output: Lengths,
+    /// Arrivals burstier than a Poisson process over the rates (none: Poisson).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<Bursts>,
+}
+
+/// How arrivals bunch beyond a Poisson process, the rates' mean kept: production traffic comes
+/// in bursts (a batch job, a retry storm, a team's working hours), which a policy tuned on
+/// smooth arrivals has never seen.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Bursts {
+    /// The rate times a log-normal factor of mean 1 drawn afresh every `block` seconds
+    /// (overdispersed counts).
+    Overdispersed { block: f64, sigma: f64 },
+    /// Bursts and idle gaps: "on" periods of mean `on` seconds at `(on + off) / on` times the
+    /// rate, "off" periods of mean `off` seconds with no arrivals, both exponential.
+    OnOff { on: f64, off: f64 },
+}
+
+impl Bursts {
+    fn validate(&self) -> Result<(), String> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("bursts: {name} {v} must be a positive number"))
+            }
+        };
+        match *self {
+            Bursts::Overdispersed { block, sigma } => {
+                positive("block", block)?;
+                if !(sigma.is_finite() && (0.0..=3.0).contains(&sigma)) {
+                    return Err(format!("bursts: sigma {sigma} must be from 0 to 3"));
+                }
+                Ok(())
+            }
+            Bursts::OnOff { on, off } => positive("on", on).and_then(|_| positive("off", off)),
+        }
+    }
+
+    /// The rate's factor over `[0, duration)` as `(from, factor)` steps, drawn from `seed`.
+    fn steps(&self, duration: f64, seed: u64) -> Vec<(f64, f64)> {
+        let mut rng = Rng::new(seed ^ 0xb0b5_7ea5);
+        let mut steps = Vec::new();
+        let mut t = 0.0;
+        match *self {
+            Bursts::Overdispersed { block, sigma } => {
+                while t < duration {
+                    let factor = (sigma * rng.normal() - sigma * sigma / 2.0).exp();
+                    steps.push((t, factor));
+                    t += block;
+                }
+            }
+            Bursts::OnOff { on, off } => {
+                let high = (on + off) / on;
+                // Start at a random phase: on with the share of time it is on.
+                let mut is_on = rng.uniform() < on / (on + off);
+                while t < duration {
+                    steps.push((t, if is_on { high } else { 0.0 }));
+                    t += rng.exponential(1.0 / if is_on { on } else { off });
+                    is_on = !is_on;
+                }
+            }
+        }
+        steps
+    }
 }
 
 fn default_name() -> String {
@@ -90,6 +157,7 @@ impl Scenario {
                 min: 8,
                 max: 4096,
             },
+            bursts: None,
         }
     }
 
@@ -131,6 +199,7 @@ impl Scenario {
         self.prompt
             .validate("prompt")
             .and_then(|_| self.output.validate("output"))
+            .and_then(|_| self.bursts.as_ref().map_or(Ok(()), Bursts::validate))
             .map_err(|m| TraceError(format!("scenario {}: {m}", self.name)))
     }
 
@@ -159,7 +228,16 @@ impl Scenario {
     /// The trace this scenario describes.
     pub fn generate(&self) -> Result<Trace, TraceError> {
         self.validate()?;
-        let peak = self.rates.iter().map(|p| p.1).fold(0.0, f64::max);
+        let steps = self
+            .bursts
+            .map(|b| b.steps(self.duration, self.seed))
+            .unwrap_or_default();
+        let factor_at = |t: f64| {
+            let i = steps.partition_point(|s| s.0 <= t);
+            i.checked_sub(1).map_or(1.0, |i| steps[i].1)
+        };
+        let top = steps.iter().map(|s| s.1).fold(1.0, f64::max);
+        let peak = self.rates.iter().map(|p| p.1).fold(0.0, f64::max) * top;
         let mut rng = Rng::new(self.seed);
         let mut requests = Vec::with_capacity((peak * self.duration) as usize / 2);
         let mut t = 0.0;
@@ -169,7 +247,7 @@ impl Scenario {
                 if t >= self.duration {
                     break;
                 }
-                if rng.uniform() * peak < self.rate_at(t) {
+                if rng.uniform() * peak < self.rate_at(t) * factor_at(t) {
                     requests.push(Request {
                         arrival: t,
                         prompt: self.prompt.sample(&mut rng),

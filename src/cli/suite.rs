@@ -1,0 +1,110 @@
+//! `simulate --suite`: every policy on the benchmark's families of days (src/sim/suite.rs),
+//! a table per family, then each policy's worst family.
+
+use super::seeds::progress;
+use super::simulate::{Args, BOUND_CAP};
+use crate::sim::seeds::{self, Judgement};
+use crate::sim::suite::{self, Family, Plan, Recorded};
+use crate::sim::trace::formats::{self, Format};
+use crate::sim::trace::replay;
+use anyhow::{bail, Context};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Days per family when `--seeds` is not given.
+pub const DEFAULT_DAYS: u64 = 20;
+
+/// Reads `FILE[@X]` as a recorded trace named by the file's stem, at X times its rate.
+pub fn recorded(spec: &str) -> anyhow::Result<Recorded> {
+    let (path, scale) = match spec.rsplit_once('@') {
+        Some((p, x)) => (
+            p,
+            x.parse::<f64>()
+                .with_context(|| format!("--suite-trace {spec}: {x:?} is not a rate scale"))?,
+        ),
+        None => (spec, 1.0),
+    };
+    let text = std::fs::read_to_string(path).with_context(|| format!("{path}: cannot read"))?;
+    let format = formats::detect(path, &text);
+    if format == Format::Scenario {
+        bail!("--suite-trace {path}: a scenario, not a recorded trace (the suite generates its own days)");
+    }
+    let read = formats::read(format, path, &text, None)?;
+    for note in &read.notes {
+        eprintln!("note: {note}");
+    }
+    let stem = Path::new(path)
+        .file_stem()
+        .map_or_else(|| path.to_owned(), |s| s.to_string_lossy().into_owned());
+    let name = if scale == 1.0 {
+        stem
+    } else {
+        format!("{stem}@{scale}")
+    };
+    Ok(Recorded {
+        name,
+        trace: replay::rate_scaled(&read.trace, scale)?,
+    })
+}
+
+pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
+    let base = args.sim.source()?;
+    let plan = Plan {
+        seeds: args.seeds.unwrap_or(DEFAULT_DAYS),
+        first: 1,
+        gpu: args.sim.gpu.model()?,
+        settings: args.sim.settings(&base)?,
+        recorded: args
+            .suite_traces
+            .iter()
+            .map(|s| recorded(s))
+            .collect::<anyhow::Result<_>>()?,
+        only: args
+            .families
+            .as_deref()
+            .map(|l| l.split(',').map(|f| f.trim().to_owned()).collect())
+            .unwrap_or_default(),
+    };
+    let families = suite::families(&plan)?;
+    let policies = args.sim.policies(specs)?;
+    let days: usize = families.iter().map(|f| f.days.len()).sum();
+    let bar = progress(
+        (days * (policies.len() + 1)) as u64,
+        "runs and bounds",
+        args.json,
+    )?;
+    let judged: Vec<(Family, Judgement)> = families
+        .into_iter()
+        .map(|f| {
+            let j = seeds::judge(specs, &policies, &f.days, BOUND_CAP, &|| bar.inc(1));
+            (f, j)
+        })
+        .collect();
+    bar.finish_and_clear();
+    if args.json {
+        let json = serde_json::json!({
+            "mode": args.sim.mode,
+            "slo_ttft_s": plan.settings.slo_ttft_s,
+            "drain_s": plan.settings.drain_s,
+            "days_per_family": plan.seeds,
+            "families": suite::to_json(&judged),
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "suite: {} families x {} days; {} loop, SLO TTFT {} s, drain {} s; a cut request is a miss",
+        judged.len(),
+        plan.seeds,
+        args.sim.mode,
+        plan.settings.slo_ttft_s,
+        plan.settings.drain_s
+    );
+    for (f, j) in &judged {
+        println!();
+        print!("{}", suite::family_table(f, j));
+    }
+    println!("\nworst family per policy:");
+    print!("{}", suite::worst_table(&judged));
+    Ok(ExitCode::SUCCESS)
+}
