@@ -1,6 +1,7 @@
 //! The simulator end to end on the default trace: the reference comparison, the recommendation,
 //! the Easy exercise, determinism, and the CSV round trip through the binaries.
 
+use infscale::cli::simulate::{RECOMMENDED, RECOMMENDED_TO_ZERO};
 use infscale::scaling::Policy;
 use infscale::sim::bound::clairvoyant;
 use infscale::sim::gpu::GpuModel;
@@ -88,10 +89,7 @@ fn the_recommendation_beats_every_seed_policy_that_meets_the_slo() {
     .collect();
     let hw = Hardware::new(GpuModel::default());
     let bound = clairvoyant(&trace, &hw, &s, 64);
-    for spec in [
-        "queue:192,lookahead=45,forecast=history,downwindow=30",
-        "queue:192,lookahead=45,forecast=history,downwindow=30,min=0,cooldown=60",
-    ] {
+    for spec in [RECOMMENDED, RECOMMENDED_TO_ZERO] {
         let ours = simulate(&trace, spec, &s);
         assert!(ours.slo_miss_pct <= 0.5, "{ours:?}");
         for other in seed.iter().filter(|o| o.slo_miss_pct < 1.0) {
@@ -101,8 +99,10 @@ fn the_recommendation_beats_every_seed_policy_that_meets_the_slo() {
             );
         }
         // Reported as a ratio to the bound; the bound is below any policy that meets the SLO.
+        // The recommendation is chosen for the worst family of days, and pays for it here (the
+        // README's "The benchmark").
         assert!(bound.replica_minutes < ours.replica_minutes);
-        assert!(ours.replica_minutes / bound.replica_minutes < 1.6);
+        assert!(ours.replica_minutes / bound.replica_minutes < 2.6);
     }
 }
 

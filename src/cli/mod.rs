@@ -16,7 +16,7 @@ mod policy_args;
 mod read;
 mod seeds;
 pub mod serve;
-mod simulate;
+pub mod simulate;
 mod state_file;
 mod suite;
 mod table;

@@ -51,8 +51,8 @@ pub fn robust(judged: &[(Family, Judgement)]) -> Vec<Robust> {
             let ratios: Vec<f64> = each().map(|(_, j)| j.bound_ratio()).collect();
             Robust {
                 policy: first.policies[i].policy.clone(),
-                worst_mean: worst(&Judged::slo_miss_pct_mean),
-                worst_day: worst(&Judged::slo_miss_pct_max),
+                worst_mean: worst(&Judged::excess_miss_pct_mean),
+                worst_day: worst(&Judged::excess_miss_pct_max),
                 ratio: ratios.iter().sum::<f64>() / ratios.len().max(1) as f64,
                 worst_ratio: worst(&Judged::bound_ratio),
             }
@@ -102,8 +102,8 @@ pub fn table(points: &[Robust]) -> String {
         out,
         "{:width$}  {:>34}  {:>34}  {:>8}  {:>34}",
         "policy",
-        "worst family: mean miss %",
-        "worst day: miss %",
+        "worst family: mean excess %",
+        "worst day: excess %",
         "x bound",
         "worst family: x bound"
     );

@@ -13,6 +13,7 @@ use super::hpa::{self, replicas, Limited, Outcome, Reconciled};
 use super::keda;
 use super::lookahead::{self, Point};
 use super::policy::{Forecast, Metric, Policy};
+use super::work::{self, WorkMemory};
 use crate::metrics::rates::Snapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -44,6 +45,9 @@ pub struct ScalerState {
     /// The value over the daily cycle, for `forecast=history`.
     #[serde(default)]
     pub daily: Daily,
+    /// The `work` metric's readings over its window.
+    #[serde(default)]
+    pub work: WorkMemory,
     /// The gaps each replica count the admitted rate needed came back from, for `hold=auto`.
     #[serde(default)]
     pub hold: Hold,
@@ -83,15 +87,13 @@ impl Evaluation {
 /// [`activity::judge`]), updating the trend and the held memory in `state`.
 pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Evaluation {
     state.held.note(obs.held, obs.now);
-    let demand = measure(policy, obs);
-    let mut lines = demand.lines.clone();
+    let mut demand = measure(policy, obs);
     let flow = floors::flow(obs);
-    let mut rate_need = None;
+    // Work does not fall when replicas are added: its demand now is the need.
+    let work_now = sustain_work(policy, obs, flow.as_ref(), state, &mut demand);
+    let mut lines = demand.lines.clone();
+    let mut rate_need = work_now.map(|w| replicas::ceil_replicas(w / policy.target));
     let value = demand.value.map(|measured| {
-        if policy.metric == Metric::Work && !demand.counted_missing {
-            // Work does not fall when replicas are added: its own count is the need.
-            rate_need = Some(replicas::ceil_replicas(measured / policy.target));
-        }
         let mut v = project(policy, obs, state, &demand, measured, &mut lines);
         let Some(flow) = flow.filter(|_| !demand.counted_missing) else {
             return v;
@@ -153,6 +155,54 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         activity,
         lines,
     }
+}
+
+/// `work`: the demand now, on a line fitted through the readings of the trend window, with
+/// what arrived unadmitted and the queue, projected over the lookahead ([`work`]); in place of
+/// one scrape's work done, and of the lookahead's own projection.
+/// Returns the demand now, without the lookahead.
+fn sustain_work(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    flow: Option<&floors::Flow>,
+    state: &mut ScalerState,
+    demand: &mut Demand,
+) -> Option<f64> {
+    let (Metric::Work, Some(done), false, Some(at)) = (
+        policy.metric,
+        demand.value,
+        demand.counted_missing,
+        obs.scraped_at,
+    ) else {
+        return None;
+    };
+    let queued = obs.replicas.iter().map(|r| r.waiting()).sum::<f64>() + obs.held.unwrap_or(0.0);
+    let reading = work::Reading {
+        at,
+        work: done,
+        admitted: flow.map(|f| f.admitted_per_s),
+        queued,
+    };
+    let f = state.work.note(
+        reading,
+        policy.trend_window_s,
+        policy.nominal_request_work(),
+    );
+    let value = f.value(policy.lookahead_s);
+    demand.lines.push(format!(
+        "work demand {} now on the line through the last {} s (work done and requests arriving \
+         unadmitted at {} each), {}/s, {} s ahead; {} queued cleared within {} s: {}",
+        fmt(f.now),
+        fmt(policy.trend_window_s),
+        fmt(f.per_request),
+        fmt(f.slope.unwrap_or(0.0)),
+        fmt(policy.lookahead_s),
+        fmt(f.queued),
+        fmt(work::DRAIN_S),
+        fmt(value)
+    ));
+    demand.value = Some(value);
+    Some(f.value(0.0))
 }
 
 /// `work` reads what the replicas do, which a saturated replica caps at what it can: while
@@ -261,7 +311,8 @@ fn project(
     v: f64,
     lines: &mut Vec<String>,
 ) -> f64 {
-    if policy.lookahead_s <= 0.0 {
+    if policy.lookahead_s <= 0.0 || (policy.metric == Metric::Work && !demand.counted_missing) {
+        // `work` projects along its own fitted line.
         return v;
     }
     if demand.counted_missing {

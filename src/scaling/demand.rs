@@ -183,27 +183,15 @@ fn as_the_hpa_counts_missing(
     adjusted
 }
 
-/// How soon the `work` metric plans to clear a prompt backlog, seconds: waiting prompts count
-/// as this much more prefill work per second.
-pub const BACKLOG_DRAIN_S: f64 = 30.0;
-
-/// A replica's work as a share of its full speed: prompt tokens prefilled per second, plus the
-/// waiting requests' prompts (at the interval's mean prompt) cleared within
-/// [`BACKLOG_DRAIN_S`], over the prefill rate; and output tokens per second over the full-batch
-/// decode rate.
+/// A replica's work over its last interval as a share of its full speed: prompt tokens
+/// prefilled per second over the prefill rate, plus output tokens per second over the
+/// full-batch decode rate (what arrives unadmitted is added over a window, in
+/// [`super::work`]).
 fn work(r: &Replica, policy: &Policy) -> Option<f64> {
     let rates = r.rates.as_ref()?;
     let tokens = rates.prompt_tokens_per_s?;
     let output = rates.output_tokens_per_s.unwrap_or(0.0);
-    let admitted = rates
-        .ttft
-        .as_ref()
-        .and_then(|h| h.observations())
-        .filter(|n| *n > 0.0)
-        .map(|n| n / rates.interval_s);
-    let mean_prompt = admitted.map_or(0.0, |a| tokens / a);
-    let backlog = r.waiting() * mean_prompt / BACKLOG_DRAIN_S;
-    Some((tokens + backlog) / policy.prefill_rate + output / policy.decode_rate)
+    Some(tokens / policy.prefill_rate + output / policy.decode_rate)
 }
 
 /// Each replica's sample for the metric (`None` where it has none) and how many have one.

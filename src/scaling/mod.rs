@@ -25,6 +25,7 @@ pub mod lookahead;
 pub mod policy;
 pub mod scaled_object;
 pub mod several;
+pub mod work;
 
 pub use activity::Activity;
 pub use decision::{decide, evaluate, hpa_sync, Decision, Evaluation, HpaSync, ScalerState, Why};

@@ -217,6 +217,10 @@ fn default_decode_rate() -> f64 {
     DEFAULT_DECODE_RATE
 }
 
+/// The mean prompt and output of the default replica model's mix, tokens: what a request is
+/// taken to cost before the replicas have said (a server without a request counter).
+pub const NOMINAL_REQUEST_TOKENS: (f64, f64) = (1000.0, 250.0);
+
 /// `prefillrate` when a policy names none: the default replica model's (an 8B model in BF16 on
 /// one H100-class card at 40% MFU; `infscale gpu` prints it for other models and cards).
 pub const DEFAULT_PREFILL_RATE: f64 = 24_750.0;
@@ -238,6 +242,12 @@ fn key_names() -> String {
 }
 
 impl Policy {
+    /// A request's work in replicas' worth of seconds at the nominal mix, for the `work` metric
+    /// before the replicas have said what a request costs.
+    pub fn nominal_request_work(&self) -> f64 {
+        let (prompt, output) = NOMINAL_REQUEST_TOKENS;
+        prompt / self.prefill_rate + output / self.decode_rate
+    }
     /// A policy with infscale's defaults: min 1, max 10, KEDA's 300 s cooldown, no lookahead (a
     /// 30 s trend when one is asked for), the HPA's default behavior (300 s down window, 100% or
     /// 4 pods up per 15 s).

@@ -27,6 +27,9 @@ pub struct Bound {
     /// Replicas already running at time 0, which pay no cold start: the settings' start, or
     /// the plan's first count for a warm start from the bound.
     pub initial: u32,
+    /// Requests the plan itself misses: those no count up to the cap serves within the SLO (a
+    /// prompt whose prefill alone takes longer, say); what no policy can avoid.
+    pub misses: usize,
 }
 
 /// Misses among requests waiting at `t0` or arriving in `[t0, t1)`, with `n` ready replicas from
@@ -168,14 +171,51 @@ pub fn clairvoyant(trace: &Trace, hw: &Hardware, settings: &Settings, cap: u32) 
     let initial = match settings.start {
         Start::Policy => 1,
         Start::Replicas(n) => n,
-        Start::Bound => plan.first().copied().unwrap_or(1),
+        // What the plan needs before a replica ordered at time 0 could be Ready.
+        Start::Bound => {
+            let first = (hw.gpu.cold_start_s() / WINDOW_S).ceil().max(1.0) as usize;
+            plan.iter().take(first).copied().max().unwrap_or(1)
+        }
     };
     let replica_minutes = price(&plan, WINDOW_S, hw.gpu.cold_start_s(), initial) / 60.0;
+    let misses = plan_misses(trace, hw, &plan, settings);
     Bound {
         replica_minutes,
         plan,
         initial,
+        misses,
     }
+}
+
+/// The requests that miss the SLO with the plan's ready replicas, window by window, played
+/// through the engine once more, to the end of the trace and an SLO past it.
+fn plan_misses(trace: &Trace, hw: &Hardware, plan: &[u32], settings: &Settings) -> usize {
+    let (slo_s, dt) = (settings.slo_ttft_s, settings.dt);
+    let requests = &trace.requests;
+    let mut cluster = Cluster::new(hw.clone(), 1, f64::INFINITY);
+    let mut served_in_time = 0;
+    let mut count = |_: u32, fate: Fate| {
+        if matches!(fate, Fate::FirstToken { ttft } if ttft <= slo_s) {
+            served_in_time += 1;
+        }
+    };
+    let (mut next, mut t, mut window) = (0, 0.0, usize::MAX);
+    let end = trace.duration + slo_s;
+    while t < end - 1e-9 {
+        let w = (t / WINDOW_S) as usize;
+        if w != window {
+            window = w;
+            let n = plan.get(w).or(plan.last()).copied().unwrap_or(1);
+            cluster.resize(n, t, 0.0);
+        }
+        while next < requests.len() && requests[next].arrival < t + dt {
+            cluster.arrive(next as u32, &requests[next]);
+            next += 1;
+        }
+        cluster.step(t, dt, requests, &mut count);
+        t += dt;
+    }
+    requests.len().saturating_sub(served_in_time)
 }
 
 /// Replica-seconds of a plan: for each level of capacity, the windows it is needed, the gaps

@@ -87,7 +87,8 @@ pub enum Start {
     Policy,
     /// This many (never fewer than the policy's `min`).
     Replicas(u32),
-    /// As many as the clairvoyant bound wants in its first window.
+    /// As many as the clairvoyant bound wants before a replica ordered at time 0 could be
+    /// Ready (its most over the first cold start).
     Bound,
 }
 

@@ -24,6 +24,9 @@ pub struct Judged {
     pub per_seed: Vec<Summary>,
     /// Each trace's replica-minutes over that trace's clairvoyant bound.
     pub bound_ratios: Vec<f64>,
+    /// Each trace's miss % that even its bound has (requests no replica count serves in time),
+    /// which the excess figures leave out.
+    pub unavoidable: Vec<f64>,
 }
 
 /// The mean of some values (NaN for none).
@@ -64,6 +67,25 @@ impl Judged {
 
     pub fn slo_miss_pct_max(&self) -> f64 {
         quantile(&self.miss_pcts(), 1.0)
+    }
+
+    /// Each trace's miss % beyond what its bound misses.
+    fn excess_pcts(&self) -> Vec<f64> {
+        self.per_seed
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s.slo_miss_pct - self.unavoidable.get(i).copied().unwrap_or(0.0))
+            .collect()
+    }
+
+    /// The mean miss % beyond the bounds' own.
+    pub fn excess_miss_pct_mean(&self) -> f64 {
+        mean(self.excess_pcts().into_iter())
+    }
+
+    /// The worst trace's miss % beyond its bound's own.
+    pub fn excess_miss_pct_max(&self) -> f64 {
+        quantile(&self.excess_pcts(), 1.0)
     }
 
     /// Requests cut by scale-downs, per trace on average.
@@ -126,6 +148,8 @@ impl Judged {
 pub struct Judgement {
     /// Each trace's clairvoyant bound, replica-minutes.
     pub bounds: Vec<f64>,
+    /// The miss % of each bound's own plan: what no policy can avoid on that trace.
+    pub bound_miss_pct: Vec<f64>,
     pub policies: Vec<Judged>,
 }
 
@@ -133,6 +157,11 @@ impl Judgement {
     /// The mean of the traces' bounds.
     pub fn bound_mean(&self) -> f64 {
         mean(self.bounds.iter().copied())
+    }
+
+    /// The mean of the bounds' own miss %.
+    pub fn bound_miss_pct_mean(&self) -> f64 {
+        mean(self.bound_miss_pct.iter().copied())
     }
 }
 
@@ -196,6 +225,11 @@ pub fn judge(
             (t, p, report::summarize(&specs[p], &r, settings.slo_ttft_s))
         })
         .collect();
+    let bound_miss_pct: Vec<f64> = bounds
+        .iter()
+        .zip(days)
+        .map(|(b, d)| 100.0 * b.misses as f64 / d.trace.requests.len().max(1) as f64)
+        .collect();
     let bounds: Vec<f64> = bounds.iter().map(|b| b.replica_minutes).collect();
     let mut summaries: Vec<Vec<Option<Summary>>> = vec![vec![None; days.len()]; policies.len()];
     for (t, p, s) in done {
@@ -215,10 +249,15 @@ pub fn judge(
                 policy: spec.clone(),
                 per_seed,
                 bound_ratios,
+                unavoidable: bound_miss_pct.clone(),
             }
         })
         .collect();
-    Judgement { bounds, policies }
+    Judgement {
+        bounds,
+        bound_miss_pct,
+        policies,
+    }
 }
 
 /// The table `simulate --seeds` prints: per policy the mean, 95th percentile and worst per-trace
@@ -283,8 +322,11 @@ mod tests {
             policy: "p".to_owned(),
             per_seed: vec![summary(0.0, 10.0), summary(4.0, 20.0), summary(2.0, 30.0)],
             bound_ratios: vec![1.0, 2.0, 3.0],
+            unavoidable: vec![0.0, 1.0, 0.0],
         };
         assert_eq!(j.slo_miss_pct_mean(), 2.0);
+        assert_eq!(j.excess_miss_pct_mean(), 5.0 / 3.0);
+        assert_eq!(j.excess_miss_pct_max(), 3.0);
         assert_eq!(j.slo_miss_pct_max(), 4.0);
         assert!((j.slo_miss_pct_p95() - 3.8).abs() < 1e-12);
         assert_eq!(j.replica_minutes_mean(), 20.0);
