@@ -3,8 +3,8 @@
 //!
 //! It asks `GetMetricSpec` once, follows `StreamIsActive` (a `true` at zero activates at once, as
 //! KEDA does for an `external-push` trigger), polls `IsActive` every pollingInterval (KEDA's step
-//! to and from zero, `keda::poll`), and every HPA period reads `GetMetrics` and runs the HPA's
-//! reconcile (`hpa_sync`) on the value. Periods and the policy are in simulated seconds; the
+//! to and from zero, `keda::poll`), and every HPA period reads `GetMetrics` for each metric of the
+//! spec and runs the HPA's reconcile (`hpa_sync`) on the values, the largest count winning. Periods and the policy are in simulated seconds; the
 //! calls happen on the wall clock.
 
 use super::clock::SimClock;
@@ -39,7 +39,8 @@ pub struct Latest {
 pub struct Driver {
     client: ExternalScalerClient<Channel>,
     so: ScaledObjectRef,
-    metric: String,
+    /// The spec's metric names, in order: the policy's metric, then each further one.
+    metrics: Vec<String>,
     policy: Policy,
     state: ScalerState,
     pub latest: Latest,
@@ -58,11 +59,14 @@ impl Driver {
     ) -> anyhow::Result<Driver> {
         let mut client = ExternalScalerClient::connect(grpc).await?;
         let spec = client.get_metric_spec(so.clone()).await?.into_inner();
-        let metric = spec
+        let metrics: Vec<String> = spec
             .metric_specs
-            .first()
+            .iter()
             .map(|m| m.metric_name.clone())
-            .ok_or_else(|| anyhow::anyhow!("GetMetricSpec returned no metric"))?;
+            .collect();
+        if metrics.is_empty() {
+            anyhow::bail!("GetMetricSpec returned no metric");
+        }
         let (tx, pushed) = tokio::sync::watch::channel(false);
         let mut stream = client.stream_is_active(so.clone()).await?.into_inner();
         tokio::spawn(async move {
@@ -75,7 +79,7 @@ impl Driver {
         Ok(Driver {
             client,
             so,
-            metric,
+            metrics,
             policy,
             // KEDA counts the ScaledObject's creation as its last active time.
             state: ScalerState {
@@ -87,6 +91,22 @@ impl Driver {
             next_poll: 0.0,
             next_hpa: 0.0,
             pushed,
+        })
+    }
+
+    /// One metric's value from `GetMetrics` (`None` when `serve` has none to give).
+    async fn metric_value(&mut self, metric_name: String) -> Option<f64> {
+        let request = GetMetricsRequest {
+            scaled_object_ref: Some(self.so.clone()),
+            metric_name,
+        };
+        let reply = self.client.get_metrics(request).await.ok()?.into_inner();
+        reply.metric_values.first().map(|v| {
+            if v.metric_value_float != 0.0 {
+                v.metric_value_float
+            } else {
+                v.metric_value as f64
+            }
         })
     }
 
@@ -167,20 +187,19 @@ impl Driver {
         }
         if now >= self.next_hpa {
             self.next_hpa = now + HPA_PERIOD_S;
-            let request = GetMetricsRequest {
-                scaled_object_ref: Some(self.so.clone()),
-                metric_name: self.metric.clone(),
-            };
-            let value = self.client.get_metrics(request).await.ok().and_then(|r| {
-                r.into_inner().metric_values.first().map(|v| {
-                    if v.metric_value_float != 0.0 {
-                        v.metric_value_float
-                    } else {
-                        v.metric_value as f64
-                    }
-                })
-            });
+            let mut values = Vec::with_capacity(self.metrics.len());
+            for name in self.metrics.clone() {
+                values.push(self.metric_value(name).await);
+            }
+            let value = values.first().copied().flatten();
             self.latest.value = value;
+            // The further metrics' values, where `hpa_sync` takes the largest proposal.
+            self.state
+                .others
+                .resize_with(self.policy.also.len(), Default::default);
+            for (other, v) in self.state.others.iter_mut().zip(values.iter().skip(1)) {
+                other.value = *v;
+            }
             let current = d.current();
             if current > 0 {
                 let mut lines = Vec::new();

@@ -60,7 +60,9 @@ pub struct DemoReport {
 }
 
 /// The trigger metadata for `policy`, as a ScaledObject carries it, with its times in wall
-/// seconds at `speed` (`serve` runs on the wall clock), plus where the pods and the activator are.
+/// seconds and its token rates per wall second at `speed` (`serve` runs on the wall clock, and
+/// the emulated replicas count tokens `speed` times faster), plus where the pods and the
+/// activator are.
 fn metadata(
     policy: &Policy,
     cold_start_s: f64,
@@ -71,6 +73,8 @@ fn metadata(
     wall.lookahead_s /= speed;
     wall.trend_window_s /= speed;
     wall.slo_s /= speed;
+    wall.prefill_rate *= speed;
+    wall.decode_rate *= speed;
     let mut m: HashMap<String, String> =
         crate::scaling::scaled_object::trigger_metadata(&wall, cold_start_s / speed)
             .into_iter()

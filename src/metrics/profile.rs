@@ -197,7 +197,7 @@ static PROFILES: [Profile; 6] = [
             "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\"}",
         ],
         output_tokens: &["trtllm_generation_tokens_total"],
-        prompt_tokens: &[],
+        prompt_tokens: &["trtllm_prompt_tokens_total"],
         ttft_buckets: Some(("trtllm_time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
     },

@@ -4,7 +4,8 @@
 //! A rate seen for one scrape interval says little: a five-second burst of short prompts admits
 //! far more requests per second than a replica sustains, and a policy that remembers it as the
 //! capacity orders too few replicas for the next peak. So only sustained rates count: the mean
-//! per-replica admission rate over a whole [`SUSTAIN_S`] window in which every reading was within
+//! per-replica admission rate over a whole window (the policy's trend window, 30 s by default) in
+//! which every reading was within
 //! the target with nothing waiting (a rate known to be safe), or in which requests were waiting
 //! at every reading (the replicas admitting all they can: their capacity, for the mix of the
 //! moment). The safe rate is the highest sustained safe rate remembered, never more than
@@ -14,9 +15,6 @@
 
 use super::lookahead::{Point, MAX_POINTS};
 use serde::{Deserialize, Serialize};
-
-/// A window must be this long, and every reading in it alike, for its rate to count, seconds.
-pub const SUSTAIN_S: f64 = 30.0;
 
 /// The most a safe window's rate is raised for the room its replicas had left below the
 /// target.
@@ -52,7 +50,7 @@ fn one() -> f64 {
 /// The learned rates.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
-    /// The readings of the last [`SUSTAIN_S`].
+    /// The readings of the last window.
     #[serde(default)]
     pub recent: Vec<Reading>,
     /// Sustained rates per replica within the target.
@@ -65,8 +63,8 @@ pub struct Capacity {
 
 impl Capacity {
     /// Notes a reading (one per scrape: a reading no later than the last is ignored) and, once
-    /// the last [`SUSTAIN_S`] were alike, their mean.
-    pub fn note(&mut self, reading: Reading) {
+    /// the last `sustain_s` seconds were alike, their mean.
+    pub fn note(&mut self, reading: Reading, sustain_s: f64) {
         let now = reading.at;
         if !(reading.rate.is_finite() && reading.rate >= 0.0 && now.is_finite()) {
             return;
@@ -81,13 +79,13 @@ impl Capacity {
         let keep_from = self
             .recent
             .iter()
-            .rposition(|r| now - r.at >= SUSTAIN_S)
+            .rposition(|r| now - r.at >= sustain_s)
             .unwrap_or(0);
         self.recent.drain(..keep_from);
         let Some(first) = self.recent.first() else {
             return;
         };
-        if now - first.at < SUSTAIN_S {
+        if now - first.at < sustain_s {
             return;
         }
         // The window's readings after its start: each one's rate covers the interval before it.
@@ -113,7 +111,7 @@ impl Capacity {
         }
     }
 
-    /// The mean admitted rate per replica over the readings of the last [`SUSTAIN_S`] (the
+    /// The mean admitted rate per replica over the readings of the last window (the
     /// window's start excluded): a rate that a single scrape's burst does not move much.
     pub fn sustained_rate(&self) -> Option<f64> {
         let window = self.recent.get(1..).filter(|w| !w.is_empty())?;
@@ -163,13 +161,16 @@ mod tests {
     fn feed(c: &mut Capacity, from: f64, to: f64, rate: impl Fn(f64) -> f64, saturated: bool) {
         let mut t = from;
         while t < to {
-            c.note(Reading {
-                at: t,
-                rate: rate(t),
-                within: !saturated,
-                saturated,
-                room: 1.0,
-            });
+            c.note(
+                Reading {
+                    at: t,
+                    rate: rate(t),
+                    within: !saturated,
+                    saturated,
+                    room: 1.0,
+                },
+                30.0,
+            );
             t += 5.0;
         }
     }
@@ -208,23 +209,29 @@ mod tests {
         let mut t = 0.0;
         while t < 300.0 {
             let saturated = (t / 5.0) as u32 % 2 == 0;
-            c.note(Reading {
-                at: t,
-                rate: 12.0,
-                within: !saturated,
-                saturated,
-                room: 1.0,
-            });
+            c.note(
+                Reading {
+                    at: t,
+                    rate: 12.0,
+                    within: !saturated,
+                    saturated,
+                    room: 1.0,
+                },
+                30.0,
+            );
             t += 5.0;
         }
         assert_eq!(c.safe_rate(), None);
-        c.note(Reading {
-            at: 10.0,
-            rate: 99.0,
-            within: true,
-            saturated: false,
-            room: 1.0,
-        });
+        c.note(
+            Reading {
+                at: 10.0,
+                rate: 99.0,
+                within: true,
+                saturated: false,
+                room: 1.0,
+            },
+            30.0,
+        );
         assert!(c.recent.iter().all(|r| r.rate != 99.0));
         assert!(c.recent.len() <= 14, "{}", c.recent.len());
     }

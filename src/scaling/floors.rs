@@ -114,17 +114,20 @@ pub fn note_capacity(
     }
     let per_replica = measured / f64::from(reporting.max(1));
     let within = reporting > 0 && per_replica <= policy.target;
-    capacity.note(Reading {
-        at: now,
-        rate: flow.admitted_per_s / f64::from(flow.ready),
-        within: within && flow.waiting <= 0.0,
-        saturated: flow.waiting > 0.0,
-        room: if per_replica > 0.0 {
-            policy.target / per_replica
-        } else {
-            f64::INFINITY
+    capacity.note(
+        Reading {
+            at: now,
+            rate: flow.admitted_per_s / f64::from(flow.ready),
+            within: within && flow.waiting <= 0.0,
+            saturated: flow.waiting > 0.0,
+            room: if per_replica > 0.0 {
+                policy.target / per_replica
+            } else {
+                f64::INFINITY
+            },
         },
-    });
+        policy.trend_window_s,
+    );
 }
 
 /// The guard: no fewer ready replicas than the admitted rate over the highest safe rate per
@@ -184,10 +187,14 @@ pub fn rate_forecast_floor(
         policy.lookahead_s,
         window,
     );
+    // From the line's level now, not the last scrape's rate: one scrape's burst is no reason
+    // to order a replica.
+    let level = super::lookahead::fitted(history, now).unwrap_or(flow.admitted_per_s);
+    let ahead = level.max(0.0) + p.slope.unwrap_or(0.0).max(0.0) * policy.lookahead_s;
     let Some(safe) = capacity.safe_rate() else {
         return value;
     };
-    let needed = (p.value / safe - 1e-9).ceil().max(1.0) as u32;
+    let needed = (ahead / safe - 1e-9).ceil().max(1.0) as u32;
     let floor = value_for(policy, needed).min(value_for(policy, policy.max));
     if floor <= value {
         return value;
@@ -195,7 +202,7 @@ pub fn rate_forecast_floor(
     lines.push(format!(
         "forecast: {} admitted/s now, {} in {} s, at {} req/s per replica: {} replica(s), {} = {} x {}",
         fmt(flow.admitted_per_s),
-        fmt(p.value),
+        fmt(ahead),
         fmt(policy.lookahead_s),
         fmt(safe),
         needed,

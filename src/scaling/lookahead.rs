@@ -48,6 +48,17 @@ pub fn project(
     }
 }
 
+/// The value at `at` of the least-squares line through the points (`None` unless they span
+/// some time): the recent level without the noise of the last point, and without the lag of a
+/// mean on a ramp.
+pub fn fitted(points: &[Point], at: f64) -> Option<f64> {
+    let slope = slope(points)?;
+    let n = points.len() as f64;
+    let mean_t = points.iter().map(|p| p.at).sum::<f64>() / n;
+    let mean_v = points.iter().map(|p| p.value).sum::<f64>() / n;
+    Some(mean_v + slope * (at - mean_t))
+}
+
 /// The least-squares slope of the points, if they span any time.
 pub fn slope(points: &[Point]) -> Option<f64> {
     if points.len() < 2 {

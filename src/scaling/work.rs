@@ -11,7 +11,7 @@
 //! [`DRAIN_S`]. Unlike a count of requests, none of this falls when replicas are added, and a
 //! saturated target reads as more than its replicas can do.
 
-use super::lookahead::{Point, MAX_POINTS};
+use super::lookahead::{fitted, slope, Point, MAX_POINTS};
 use serde::{Deserialize, Serialize};
 
 /// How soon a queue is planned to be cleared, seconds.
@@ -111,27 +111,14 @@ impl WorkMemory {
         let per_request = self.per_request.map_or(nominal, |p| p.value);
         let queued = self.last.map_or(0.0, |r| r.queued);
         let at = self.last.map_or(0.0, |r| r.at);
-        let line = fit(&self.demands);
         Fitted {
-            now: line.map_or_else(
-                || self.demands.last().map_or(0.0, |p| p.value),
-                |(mean_t, mean_v, slope)| mean_v + slope * (at - mean_t),
-            ),
-            slope: line.map(|l| l.2),
+            now: fitted(&self.demands, at)
+                .unwrap_or_else(|| self.demands.last().map_or(0.0, |p| p.value)),
+            slope: slope(&self.demands),
             per_request,
             queued,
         }
     }
-}
-
-/// The least-squares line through the points: their mean time, mean value and slope (`None`
-/// unless they span some time).
-fn fit(points: &[Point]) -> Option<(f64, f64, f64)> {
-    let slope = super::lookahead::slope(points)?;
-    let n = points.len() as f64;
-    let mean_t = points.iter().map(|p| p.at).sum::<f64>() / n;
-    let mean_v = points.iter().map(|p| p.value).sum::<f64>() / n;
-    Some((mean_t, mean_v, slope))
 }
 
 #[cfg(test)]
