@@ -117,7 +117,8 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
                 &flow,
                 &mut state.rate_trend,
                 &state.capacity,
-                obs.now,
+                // The admitted rate is the scrape's: evaluations between scrapes add nothing.
+                obs.scraped_at.unwrap_or(obs.now),
                 v,
                 &mut lines,
             );

@@ -188,9 +188,18 @@ pub fn rate_forecast_floor(
         window,
     );
     // From the line's level now, not the last scrape's rate: one scrape's burst is no reason
-    // to order a replica.
-    let level = super::lookahead::fitted(history, now).unwrap_or(flow.admitted_per_s);
-    let ahead = level.max(0.0) + p.slope.unwrap_or(0.0).max(0.0) * policy.lookahead_s;
+    // to order a replica. A line through points closer than half its window (the first
+    // scrapes of a replica just woken, say) is not a trend yet.
+    let span = history.last().map_or(0.0, |l| l.at) - history.first().map_or(0.0, |f| f.at);
+    let (level, slope) = if span >= window / 2.0 {
+        (
+            super::lookahead::fitted(history, now).unwrap_or(flow.admitted_per_s),
+            p.slope.unwrap_or(0.0),
+        )
+    } else {
+        (flow.admitted_per_s, 0.0)
+    };
+    let ahead = level.max(0.0) + slope.max(0.0) * policy.lookahead_s;
     let Some(safe) = capacity.safe_rate() else {
         return value;
     };

@@ -25,8 +25,8 @@ pub struct Projection {
     pub slope: Option<f64>,
 }
 
-/// Records `value` at `now` and projects it `lookahead_s` ahead along the trend of the points
-/// no older than `window_s`.
+/// Records `value` at `now` (in place of one already recorded at `now`) and projects it
+/// `lookahead_s` ahead along the trend of the points no older than `window_s`.
 pub fn project(
     history: &mut Vec<Point>,
     now: f64,
@@ -35,6 +35,10 @@ pub fn project(
     window_s: f64,
 ) -> Projection {
     history.retain(|p| p.at <= now && now - p.at <= window_s);
+    // A value at a time already recorded replaces it.
+    if history.last().is_some_and(|p| p.at == now) {
+        history.pop();
+    }
     history.push(Point { at: now, value });
     if history.len() > MAX_POINTS {
         let excess = history.len() - MAX_POINTS;

@@ -344,7 +344,14 @@ pub fn to_json(judged: &[(Family, Judgement)]) -> Value {
                     "days": f.days.len(),
                     "clairvoyant_replica_minutes": j.bound_mean(),
                     "clairvoyant_miss_pct": j.bound_miss_pct_mean(),
-                    "policies": j.policies.iter().map(Judged::to_json).collect::<Vec<_>>(),
+                    "policies": j.policies.iter().map(|p| {
+                        let mut v = p.to_json();
+                        if let Value::Object(m) = &mut v {
+                            m.insert("excess_miss_pct".into(), json!(p.excess_miss_pct_mean()));
+                            m.insert("excess_miss_pct_max".into(), json!(p.excess_miss_pct_max()));
+                        }
+                        v
+                    }).collect::<Vec<_>>(),
                 })
             })
             .collect(),
