@@ -2,7 +2,7 @@
 //! a table per family, then each policy's worst family.
 
 use super::seeds::progress;
-use super::simulate::{Args, BOUND_CAP};
+use super::simulate::{Args, SimArgs, BOUND_CAP};
 use crate::sim::seeds::{self, Judgement};
 use crate::sim::suite::{self, Family, Plan, Recorded};
 use crate::sim::trace::formats::{self, Format};
@@ -47,24 +47,39 @@ pub fn recorded(spec: &str) -> anyhow::Result<Recorded> {
     })
 }
 
-pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
-    let base = args.sim.source()?;
-    let plan = Plan {
-        seeds: args.seeds.unwrap_or(DEFAULT_DAYS),
-        first: 1,
-        gpu: args.sim.gpu.model()?,
-        settings: args.sim.settings(&base)?,
-        recorded: args
-            .suite_traces
+/// The suite's plan from the flags `simulate --suite` and `tune --suite` share: the engine and
+/// loop of `sim`, `seeds` days from `first`, the `--suite-trace` files and the `--families`.
+pub fn plan(
+    sim: &SimArgs,
+    seeds: u64,
+    first: u64,
+    traces: &[String],
+    families: Option<&str>,
+) -> anyhow::Result<Plan> {
+    let base = sim.source()?;
+    Ok(Plan {
+        seeds,
+        first,
+        gpu: sim.gpu.model()?,
+        settings: sim.settings(&base)?,
+        recorded: traces
             .iter()
             .map(|s| recorded(s))
             .collect::<anyhow::Result<_>>()?,
-        only: args
-            .families
-            .as_deref()
+        only: families
             .map(|l| l.split(',').map(|f| f.trim().to_owned()).collect())
             .unwrap_or_default(),
-    };
+    })
+}
+
+pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
+    let plan = plan(
+        &args.sim,
+        args.seeds.unwrap_or(DEFAULT_DAYS),
+        1,
+        &args.suite_traces,
+        args.families.as_deref(),
+    )?;
     let families = suite::families(&plan)?;
     let policies = args.sim.policies(specs)?;
     let days: usize = families.iter().map(|f| f.days.len()).sum();

@@ -6,7 +6,6 @@
 //! mean, over families, of each family's cost over its days' clairvoyant bounds.
 
 use super::seeds::progress;
-use super::suite::recorded;
 use super::tune::Args;
 use crate::sim::replica::Hardware;
 use crate::sim::seeds::{self, Judged, Judgement};
@@ -150,27 +149,16 @@ fn judge_all(
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let base = args.sim.source()?;
-    let settings = args.sim.settings(&base)?;
-    let gpu = args.sim.gpu.model()?;
-    let hw = Hardware::new(gpu.clone());
     let days = args.replicates.max(1);
-    let plan = Plan {
-        seeds: days,
-        first: args.sim.seed.unwrap_or(1),
-        gpu,
-        settings: settings.clone(),
-        recorded: args
-            .suite_traces
-            .iter()
-            .map(|s| recorded(s))
-            .collect::<anyhow::Result<_>>()?,
-        only: args
-            .families
-            .as_deref()
-            .map(|l| l.split(',').map(|f| f.trim().to_owned()).collect())
-            .unwrap_or_default(),
-    };
+    let plan = super::suite::plan(
+        &args.sim,
+        days,
+        args.sim.seed.unwrap_or(1),
+        &args.suite_traces,
+        args.families.as_deref(),
+    )?;
+    let settings = plan.settings.clone();
+    let hw = Hardware::new(plan.gpu.clone());
     let specs = tune::sample(args.grid()?.policies(), args.points);
     if specs.is_empty() {
         bail!("the grid is empty: give at least one value on every axis");
