@@ -90,12 +90,7 @@ pub fn cheapest(points: &[Robust], max_mean: f64, max_day: Option<f64>) -> Optio
 
 /// The table of points.
 pub fn table(points: &[Robust]) -> String {
-    let width = points
-        .iter()
-        .map(|p| p.policy.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = crate::sim::report::policy_width(points.iter().map(|p| p.policy.as_str()));
     let mut out = String::new();
     let _ = writeln!(
         out,

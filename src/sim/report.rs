@@ -128,14 +128,14 @@ pub fn goodput_per_gpu_hour(good: usize, replica_seconds: f64) -> f64 {
     }
 }
 
+/// The width of a table's policy column: its longest name, at least the header's.
+pub fn policy_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(str::len).max().unwrap_or(6).max(6)
+}
+
 /// The table `simulate` prints; with a bound, each cost also reads as a ratio to it.
 pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
-    let width = summaries
-        .iter()
-        .map(|s| s.policy.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = policy_width(summaries.iter().map(|s| s.policy.as_str()));
     let mut out = String::new();
     let _ = write!(
         out,

@@ -263,12 +263,7 @@ pub fn judge(
 /// The table `simulate --seeds` prints: per policy the mean, 95th percentile and worst per-trace
 /// miss %, the mean replica-minutes, and the mean ratio to each trace's bound.
 pub fn table(judged: &[Judged]) -> String {
-    let width = judged
-        .iter()
-        .map(|j| j.policy.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = crate::sim::report::policy_width(judged.iter().map(|j| j.policy.as_str()));
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -294,13 +294,7 @@ pub fn worst_table(judged: &[(Family, Judgement)]) -> String {
     let Some((_, first)) = judged.first() else {
         return String::new();
     };
-    let width = first
-        .policies
-        .iter()
-        .map(|p| p.policy.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let width = crate::sim::report::policy_width(first.policies.iter().map(|p| p.policy.as_str()));
     let mut out = String::new();
     let _ = writeln!(
         out,
