@@ -19,4 +19,5 @@ pub mod readiness;
 pub mod routes;
 pub mod server;
 pub mod telemetry;
+pub mod unsent;
 pub mod written;

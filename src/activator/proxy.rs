@@ -32,11 +32,17 @@ use std::time::{Duration, Instant};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
+/// The upstream client: pooled connections, and fresh ones for a request sent again.
+pub type UpstreamClient = Client<SignallingConnector<HttpConnector>, UpstreamBody>;
+
 pub struct Proxy {
     pub routes: Vec<Arc<RouteState>>,
     /// Each route's counters, in the order of `routes`.
     pub route_telemetry: Vec<super::telemetry::RouteTelemetry>,
-    pub client: Client<SignallingConnector<HttpConnector>, UpstreamBody>,
+    pub client: UpstreamClient,
+    /// A client that never pools: a request the upstream never read goes again on a new
+    /// connection ([`super::unsent`]).
+    pub fresh: UpstreamClient,
     pub telemetry: Arc<Telemetry>,
     pub limits: Limits,
     pub budget: Arc<Budget>,
@@ -93,12 +99,14 @@ fn answer(status: StatusCode, error: &str, retry_after: Option<u64>) -> Response
 }
 
 /// A request body on its way upstream, saying when it is in the socket (its last frame taken
-/// and the connection's next write done, see [`super::written`]) or will never be (the body
-/// dropped): the next request in turn may then send.
+/// and the connection's next write done, see [`super::written`]: `Some` of that time) or will
+/// never be (the body dropped: `None`): the next request in turn may then send.
 pub struct UpstreamBody {
     inner: Full<Bytes>,
-    written: Option<tokio::sync::oneshot::Sender<()>>,
+    written: Option<Written>,
 }
+
+type Written = tokio::sync::oneshot::Sender<Option<Instant>>;
 
 impl UpstreamBody {
     fn taken_whole(&mut self) {
@@ -109,7 +117,7 @@ impl UpstreamBody {
 
     fn signal(&mut self) {
         if let Some(tx) = self.written.take() {
-            let _ = tx.send(());
+            let _ = tx.send(None);
         }
     }
 }
@@ -383,7 +391,7 @@ impl Proxy {
                 Some(n) => Some(state.turn(n).await),
                 None => None,
             };
-            match Box::pin(self.forward(&state, upstream, body.clone(), turn)).await {
+            match Box::pin(self.forward(&state, counters, upstream, body.clone(), turn)).await {
                 Ok(mut response) => {
                     if let Some(n) = held_as {
                         counters.held_seconds.observe(held_for.as_secs_f64());
@@ -400,11 +408,11 @@ impl Proxy {
                 Err(e) if e.is_connect() && Instant::now() < deadline => {
                     // The upstream is gone (scaled to zero under us): hold the request again, in
                     // its place, until the route is ready again.
-                    tracing::info!(route = %host, error = %e, "upstream refused the connection; holding");
+                    tracing::info!(route = %host, error = %Chain(&e), "upstream refused the connection; holding");
                     state.upstream_refused();
                 }
                 Err(e) => {
-                    tracing::warn!(route = %host, error = %e, "upstream failed");
+                    tracing::warn!(route = %host, error = %Chain(&e), "upstream failed");
                     counters.upstream_errors.inc();
                     return answer(StatusCode::BAD_GATEWAY, "the upstream failed", None);
                 }
@@ -533,36 +541,46 @@ impl Proxy {
     async fn forward(
         &self,
         state: &Arc<RouteState>,
+        counters: &super::telemetry::RouteTelemetry,
         upstream: &Upstream,
         body: Bytes,
         turn: Option<Turn>,
     ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
-        let (written_tx, written) = tokio::sync::oneshot::channel();
-        let mut request = Request::new(UpstreamBody {
-            inner: Full::new(body),
-            written: Some(written_tx),
-        });
-        *request.method_mut() = upstream.method.clone();
-        *request.uri_mut() = upstream.uri.clone();
-        *request.headers_mut() = upstream.headers.clone();
+        let (request, mut written) = upstream.request(body.clone());
         let guard = state.forwarding();
         let mut response = self.client.request(request);
+        let mut written_at = None;
         let (response, slot) = match turn {
-            None => (response.await?, None),
+            None => (response.await, None),
             Some(mut turn) => {
                 let slot = turn.take_slot();
                 // The turn passes on once this request is written (or has failed).
                 let response = tokio::select! {
                     r = &mut response => r,
-                    _ = written => {
+                    w = &mut written => {
+                        written_at = w.ok().flatten();
                         turn.sent();
                         response.await
                     }
                 };
                 drop(turn);
-                (response?, slot)
+                (response, slot)
             }
         };
+        let response = match response {
+            Err(e) => {
+                let written_at = written_at.or_else(|| written.try_recv().ok().flatten());
+                if !super::unsent::never_read(&e, written_at) {
+                    return Err(e);
+                }
+                // A pooled connection the upstream had closed: send it once more, on a new one.
+                tracing::debug!(error = %Chain(&e), "the upstream closed a pooled connection under a request; sending it again");
+                counters.resent.inc();
+                self.fresh.request(upstream.request(body).0).await?
+            }
+            Ok(r) => r,
+        };
+        super::unsent::note_answer(&response);
         let (mut parts, incoming) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let idle = self.limits.upstream_idle;
@@ -575,6 +593,22 @@ impl Proxy {
             last_frame: tokio::time::Instant::now(),
         };
         Ok(Response::from_parts(parts, body.boxed()))
+    }
+}
+
+/// An error with every cause it wraps, for a log line that says why (hyper's own text is only
+/// the outermost: "client error (SendRequest)").
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
     }
 }
 
@@ -603,6 +637,25 @@ struct Upstream {
 }
 
 impl Upstream {
+    /// The request to send with `body`, and the signal that it is in the socket.
+    fn request(
+        &self,
+        body: Bytes,
+    ) -> (
+        Request<UpstreamBody>,
+        tokio::sync::oneshot::Receiver<Option<Instant>>,
+    ) {
+        let (written_tx, written) = tokio::sync::oneshot::channel();
+        let mut request = Request::new(UpstreamBody {
+            inner: Full::new(body),
+            written: Some(written_tx),
+        });
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = self.headers.clone();
+        (request, written)
+    }
+
     fn new(route: &Route, parts: &mut http::request::Parts, peer: SocketAddr) -> Upstream {
         let mut uri = http::uri::Parts::default();
         uri.scheme = Some(http::uri::Scheme::HTTP);

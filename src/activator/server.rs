@@ -8,7 +8,7 @@ use super::client_conn::ClientConn;
 use super::hold::RouteState;
 use super::limits::Limits;
 use super::preface::{self, Speaks};
-use super::proxy::Proxy;
+use super::proxy::{Proxy, UpstreamClient};
 use super::readiness;
 use super::routes::Route;
 use super::telemetry::Telemetry;
@@ -117,9 +117,14 @@ impl Listening {
             tasks.push(task);
         }
         let telemetry = Arc::new(Telemetry::new().with_routes(&routes));
-        let client: Client<_, super::proxy::UpstreamBody> = Client::builder(TokioExecutor::new())
+        // The pool's timer closes idle connections on time, not only when one is next wanted.
+        let client: UpstreamClient = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
             .pool_idle_timeout(limits.pool_idle)
             .pool_max_idle_per_host(limits.pool_max_idle)
+            .build(SignallingConnector(http_connector(&limits)));
+        let fresh: UpstreamClient = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
             .build(SignallingConnector(http_connector(&limits)));
         let proxy = Arc::new(Proxy {
             route_telemetry: routes
@@ -128,6 +133,7 @@ impl Listening {
                 .collect(),
             routes: routes.clone(),
             client,
+            fresh,
             telemetry: telemetry.clone(),
             limits,
             budget: Budget::new(limits.body_budget),

@@ -23,6 +23,7 @@ pub struct RouteTelemetry {
     pub forwarded: Counter,
     pub timed_out: Counter,
     pub upstream_errors: Counter,
+    pub resent: Counter,
     pub held_seconds: Histogram,
 }
 
@@ -34,6 +35,7 @@ pub struct Telemetry {
     timed_out: Family<Labels, Counter>,
     rejected: Family<Labels, Counter>,
     upstream_errors: Family<Labels, Counter>,
+    resent: Family<Labels, Counter>,
     held_seconds: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
@@ -52,6 +54,7 @@ impl Telemetry {
         let timed_out = Family::<Labels, Counter>::default();
         let rejected = Family::<Labels, Counter>::default();
         let upstream_errors = Family::<Labels, Counter>::default();
+        let resent = Family::<Labels, Counter>::default();
         let held_seconds: Family<Labels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(hold_histogram);
         let gauges = [
@@ -86,6 +89,12 @@ impl Telemetry {
                 "Forwarded requests the upstream failed",
                 &upstream_errors,
             ),
+            (
+                "resent",
+                "Requests sent again on a new connection: the upstream had closed the pooled one \
+                 before reading them",
+                &resent,
+            ),
         ];
         for (name, help, family) in counters {
             registry.register(name, help, family.clone());
@@ -103,6 +112,7 @@ impl Telemetry {
             timed_out,
             rejected,
             upstream_errors,
+            resent,
             held_seconds,
         }
     }
@@ -118,6 +128,7 @@ impl Telemetry {
             forwarded: self.forwarded.get_or_create(&l).clone(),
             timed_out: self.timed_out.get_or_create(&l).clone(),
             upstream_errors: self.upstream_errors.get_or_create(&l).clone(),
+            resent: self.resent.get_or_create(&l).clone(),
             held_seconds: self.held_seconds.get_or_create(&l).clone(),
         }
     }

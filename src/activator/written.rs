@@ -23,21 +23,24 @@ use std::future::Future;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Instant;
 use tokio::sync::oneshot::Sender;
 
 thread_local! {
-    static PARKED: RefCell<Vec<Sender<()>>> = const { RefCell::new(Vec::new()) };
+    static PARKED: RefCell<Vec<Sender<Option<Instant>>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Parks `written` until the next write to an upstream socket on this thread.
-pub fn park(written: Sender<()>) {
+/// Parks `written` until the next write to an upstream socket on this thread, which sends it
+/// the time of that write.
+pub fn park(written: Sender<Option<Instant>>) {
     PARKED.with(|p| p.borrow_mut().push(written));
 }
 
 fn fire() {
     let parked = PARKED.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let now = Instant::now();
     for tx in parked {
-        let _ = tx.send(());
+        let _ = tx.send(Some(now));
     }
 }
 
@@ -60,12 +63,16 @@ where
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
         let connecting = self.0.call(uri);
-        Box::pin(async move { connecting.await.map(Signalling) })
+        Box::pin(async move {
+            let io = connecting.await?;
+            Ok(Signalling(io, super::unsent::Answered::default()))
+        })
     }
 }
 
-/// An upstream socket that fires the signals parked on its thread once a write moved bytes.
-pub struct Signalling<T>(T);
+/// An upstream socket that fires the signals parked on its thread once a write moved bytes, and
+/// carries whether it has answered a request yet (see [`super::unsent`]).
+pub struct Signalling<T>(T, super::unsent::Answered);
 
 fn after_write(r: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
     if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
@@ -116,7 +123,7 @@ impl<T: Read + Unpin> Read for Signalling<T> {
 
 impl<T: Connection> Connection for Signalling<T> {
     fn connected(&self) -> Connected {
-        self.0.connected()
+        super::unsent::connected(self.0.connected(), &self.1)
     }
 }
 

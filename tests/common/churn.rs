@@ -29,6 +29,10 @@ pub struct UpstreamOpts {
     /// At most this long is spent on each request before answering, at least half of it
     /// (spread over request ids, ms).
     pub work_ms: u64,
+    /// Closes each connection this long after answering on it, while having advertised
+    /// keep-alive (llama-server does so after every streamed response): a request sent on it
+    /// in the meantime is never read. None: keep-alive as advertised.
+    pub close_after: Option<Duration>,
 }
 
 impl Default for UpstreamOpts {
@@ -37,6 +41,7 @@ impl Default for UpstreamOpts {
             keep_alive: Duration::from_secs(5),
             crossing: Duration::ZERO,
             work_ms: 5,
+            close_after: None,
         }
     }
 }
@@ -46,6 +51,9 @@ impl Default for UpstreamOpts {
 pub struct Seen {
     /// Request id -> how many times it arrived.
     pub ids: Mutex<HashMap<u64, u32>>,
+    /// Request id -> how many times it was answered (the answer written whole); an arrival
+    /// not answered died with the upstream.
+    pub answered: Mutex<HashMap<u64, u32>>,
     /// Requests whose body did not carry their header's id.
     pub mismatched: AtomicU64,
     /// Requests dropped by the keep-alive crossing.
@@ -216,6 +224,7 @@ async fn connection(mut s: TcpStream, seen: Arc<Seen>, opts: UpstreamOpts) {
             }
         }
         let body: Vec<u8> = buf[head_end..head_end + length].to_vec();
+        let mut answering = None;
         buf.drain(..head_end + length);
         let target = head.split(' ').nth(1).unwrap_or("").to_owned();
         let (status, reply) = if target == "/health" {
@@ -224,6 +233,7 @@ async fn connection(mut s: TcpStream, seen: Arc<Seen>, opts: UpstreamOpts) {
             (200, PAGE.to_vec())
         } else if let Some(id) = header("x-request-id").and_then(|v| v.parse::<u64>().ok()) {
             *seen.ids.lock().unwrap().entry(id).or_insert(0) += 1;
+            answering = Some(id);
             if body != format!("{{\"id\":{id}}}").as_bytes() {
                 seen.mismatched.fetch_add(1, Ordering::Relaxed);
             }
@@ -245,6 +255,16 @@ async fn connection(mut s: TcpStream, seen: Arc<Seen>, opts: UpstreamOpts) {
         .into_bytes();
         out.extend_from_slice(&reply);
         if s.write_all(&out).await.is_err() {
+            return;
+        }
+        if let Some(id) = answering {
+            *seen.answered.lock().unwrap().entry(id).or_insert(0) += 1;
+        }
+        if let Some(after) = opts.close_after {
+            tokio::time::sleep(after).await;
+            if !buf.is_empty() || s.try_read(&mut chunk).is_ok_and(|n| n > 0) {
+                seen.crossed.fetch_add(1, Ordering::Relaxed);
+            }
             return;
         }
         idle_since = Some(Instant::now());
@@ -305,7 +325,10 @@ pub async fn activator_process(exe: &str, args: &[String]) -> ActivatorProcess {
         ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(match std::env::var_os("INFSCALE_TEST_ACTIVATOR_LOG") {
+            Some(path) => std::fs::File::create(path).map_or(Stdio::null(), Stdio::from),
+            None => Stdio::null(),
+        })
         .spawn()
         .expect("start infscale activator");
     let a = ActivatorProcess {
@@ -403,8 +426,11 @@ pub struct Verdict {
     pub reasons: BTreeMap<u16, String>,
     /// No answer at all.
     pub lost: Vec<(u64, String)>,
-    /// Ids the upstream received more than once.
+    /// Ids the upstream answered more than once.
     pub duplicated: Vec<(u64, u32)>,
+    /// Ids answered 200 that had also reached an upstream which died before answering them
+    /// (sent again on a new connection).
+    pub resent_after_cut: usize,
     /// Answers that are neither: wrong body, an unexpected status, 200 without the upstream
     /// having seen it, an error answer the upstream did see but should not have.
     pub wrong: Vec<(u64, String)>,
@@ -420,10 +446,13 @@ impl Verdict {
             ..Verdict::default()
         };
         let ids = upstream.seen.ids.lock().unwrap().clone();
-        for (&id, &n) in &ids {
+        let answered = upstream.seen.answered.lock().unwrap().clone();
+        for (&id, &n) in &answered {
             if n > 1 {
                 v.duplicated.push((id, n));
             }
+        }
+        for &id in ids.keys() {
             if id >= outcomes.len() as u64 {
                 v.wrong
                     .push((id, "the upstream saw an id never sent".into()));
@@ -433,11 +462,15 @@ impl Verdict {
         for (id, o) in outcomes.iter().enumerate() {
             let id = id as u64;
             let seen = ids.get(&id).copied().unwrap_or(0);
+            let done = answered.get(&id).copied().unwrap_or(0);
             match o {
                 Outcome::Lost(why) => v.lost.push((id, why.clone())),
                 Outcome::Answer(200, body) => {
-                    if *body == format!("ok {{\"id\":{id}}}") && seen == 1 {
+                    if *body == format!("ok {{\"id\":{id}}}") && done == 1 {
                         v.forwarded_once += 1;
+                        if seen > 1 {
+                            v.resent_after_cut += 1;
+                        }
                     } else {
                         v.wrong
                             .push((id, format!("200 {body:?}, upstream saw it {seen}x")));
@@ -447,14 +480,15 @@ impl Verdict {
                     let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
                     let reason = json["error"].as_str().unwrap_or("");
                     let explicit = !reason.is_empty() && json["status"] == *status;
-                    // Only a 502 may follow a request the upstream received (it was cut there).
-                    let seen_ok = seen == 0 || (*status == 502 && seen == 1);
+                    // Only a 502 may follow a request the upstream received (it was cut there),
+                    // and none may follow one it answered.
+                    let seen_ok = done == 0 && (seen == 0 || *status == 502);
                     if explicit && seen_ok {
                         *v.explicit.entry(*status).or_insert(0) += 1;
                         v.reasons
                             .entry(*status)
                             .or_insert_with(|| reason.to_owned());
-                        if seen == 1 {
+                        if seen > 0 {
                             v.explicit_seen_upstream += 1;
                         }
                     } else {
@@ -484,9 +518,10 @@ impl Verdict {
                 .map_or(String::new(), |(id, w)| format!(" (first: id {id}: {w})"))
         };
         format!(
-            "sent {}: forwarded once and answered 200: {}; explicit errors: {:?} (502s the upstream had received: {}) reasons {:?}; lost: {}{}; duplicated: {}{}; wrong: {}{}; bodies mismatched at the upstream: {}",
+            "sent {}: forwarded once and answered 200: {} ({} sent again after an upstream died with them); explicit errors: {:?} (502s the upstream had received: {}) reasons {:?}; lost: {}{}; duplicated: {}{}; wrong: {}{}; bodies mismatched at the upstream: {}",
             self.sent,
             self.forwarded_once,
+            self.resent_after_cut,
             self.explicit,
             self.explicit_seen_upstream,
             self.reasons,
