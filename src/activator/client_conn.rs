@@ -2,6 +2,7 @@
 //! connections while open, and fails a write the client has not taken for the stall limit, so a
 //! client that stops reading cannot pin a response's buffers.
 
+use super::conn_watch::ClientSlot;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -19,16 +20,21 @@ pub struct ClientConn {
     stall: Duration,
     /// Armed while a write is pending.
     stalled: Option<Pin<Box<Sleep>>>,
-    _permit: OwnedSemaphorePermit,
+    _places: (OwnedSemaphorePermit, ClientSlot),
 }
 
 impl ClientConn {
-    pub fn new(inner: TcpStream, stall: Duration, permit: OwnedSemaphorePermit) -> ClientConn {
+    /// `places`: the connection's place among the listener's and among its client's.
+    pub fn new(
+        inner: TcpStream,
+        stall: Duration,
+        places: (OwnedSemaphorePermit, ClientSlot),
+    ) -> ClientConn {
         ClientConn {
             inner,
             stall,
             stalled: None,
-            _permit: permit,
+            _places: places,
         }
     }
 

@@ -23,8 +23,11 @@ pub struct Limits {
     /// Client connections per listener at once. Default 4,096: far above what one activator
     /// serves, low enough to keep descriptors and memory bounded. `--max-connections`.
     pub max_connections: usize,
-    /// The longest a request head may take, and a keep-alive connection may sit idle. Default
-    /// 20 s: the slow-loris bound. `--header-timeout`.
+    /// Client connections from one address at once. Default 1,024: a gateway's pool fits, one
+    /// client cannot take the whole cap. `--max-connections-per-client`.
+    pub max_connections_per_client: usize,
+    /// The longest a request head may take, and a connection (HTTP/1.1 or HTTP/2) may sit with
+    /// no request open. Default 20 s: the slow-loris bound. `--header-timeout`.
     pub header_timeout: Duration,
     /// The longest a request body may take to arrive (408 after). Default 60 s.
     /// `--body-timeout`.
@@ -32,9 +35,13 @@ pub struct Limits {
     /// The largest request body accepted (413 past it). Default 16 MiB: LLM requests are small
     /// JSON. `--max-body-bytes`.
     pub max_body: usize,
-    /// Bytes of request bodies held or being read, over all routes (503 past it). Default
-    /// 128 MiB, half the manifest's memory limit. `--body-budget-bytes`.
+    /// Bytes of request bodies held or being read, over all routes (503 past it), charged as
+    /// they arrive. Default 128 MiB, half the manifest's memory limit. `--body-budget-bytes`.
     pub body_budget: usize,
+    /// The most of that one client connection may take (its bodies being read and held, 503
+    /// past it). Default 32 MiB: twice the largest body, a quarter of the budget.
+    /// `--body-budget-per-connection-bytes`.
+    pub conn_body_share: usize,
     /// The longest an upstream may stay silent in the middle of a response. Default 300 s: a
     /// model may think long before its first token. `--upstream-idle`.
     pub upstream_idle: Duration,
@@ -83,10 +90,12 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_connections: 4096,
+            max_connections_per_client: 1024,
             header_timeout: Duration::from_secs(20),
             body_timeout: Duration::from_secs(60),
             max_body: 16 << 20,
             body_budget: 128 << 20,
+            conn_body_share: 32 << 20,
             upstream_idle: Duration::from_secs(300),
             client_stall: Duration::from_secs(120),
             drain: Duration::from_secs(30),

@@ -11,6 +11,7 @@
 pub mod admin;
 pub mod budget;
 pub mod client_conn;
+pub mod conn_watch;
 pub mod hold;
 pub mod limits;
 pub mod preface;

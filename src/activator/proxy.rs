@@ -11,6 +11,7 @@
 //! for `upstream_idle` in the middle of a response is cut.
 
 use super::budget::{Budget, Reservation};
+use super::conn_watch::ConnShared;
 use super::hold::{Admission, Release, RouteState, Turn};
 use super::limits::Limits;
 use super::routes::Route;
@@ -284,6 +285,7 @@ impl Proxy {
         self: Arc<Self>,
         req: Request<Incoming>,
         peer: SocketAddr,
+        conn: &ConnShared,
     ) -> Response<ProxyBody> {
         let Some(index) = self.route(&req) else {
             self.telemetry.reject("none", "no_route");
@@ -309,12 +311,8 @@ impl Proxy {
             );
         }
         let (parts, body) = req.into_parts();
-        let declared = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
         // Held until the request is answered: the body may be sent again.
-        let (body, reservation) = match self.read_body(body, declared).await {
+        let (body, reservation) = match self.read_body(body, &conn.bodies).await {
             Ok(read) => read,
             Err(refusal) => {
                 self.telemetry.reject(host, refusal.reason());
@@ -497,23 +495,17 @@ impl Proxy {
         r
     }
 
-    /// The whole body, within `body_timeout`, `max_body` and the shared budget (reserved as it
-    /// arrives, all at once when its length is declared), or why not.
+    /// The whole body, within `body_timeout`, `max_body`, the shared budget and the
+    /// connection's `share` of it (charged as the bytes arrive), or why not.
     async fn read_body(
         &self,
         body: Incoming,
-        declared: Option<usize>,
+        share: &Arc<Budget>,
     ) -> Result<(Bytes, Reservation), BodyRefusal> {
-        let mut reservation = self.budget.reservation();
-        if let Some(n) = declared {
-            if !reservation.grow(n) {
-                return Err(BodyRefusal::Budget);
-            }
-        }
+        let mut reservation = self.budget.reservation(share);
         let read = async {
             let mut body = std::pin::pin!(body);
-            let mut out =
-                bytes::BytesMut::with_capacity(declared.unwrap_or(0).min(self.limits.max_body));
+            let mut out = bytes::BytesMut::new();
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|_| BodyRefusal::Unreadable)?;
                 let Ok(data) = frame.into_data() else {
@@ -522,9 +514,7 @@ impl Proxy {
                 if out.len() + data.len() > self.limits.max_body {
                     return Err(BodyRefusal::TooLarge);
                 }
-                let past_declared = (out.len() + data.len()).saturating_sub(declared.unwrap_or(0));
-                let new = past_declared.min(data.len());
-                if new > 0 && !reservation.grow(new) {
+                if !reservation.grow(data.len()) {
                     return Err(BodyRefusal::Budget);
                 }
                 out.extend_from_slice(&data);

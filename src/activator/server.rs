@@ -5,6 +5,7 @@
 use super::admin::Admin;
 use super::budget::Budget;
 use super::client_conn::ClientConn;
+use super::conn_watch::{self, ConnShared, PerClient};
 use super::hold::RouteState;
 use super::limits::Limits;
 use super::preface::{self, Speaks};
@@ -15,7 +16,7 @@ use super::telemetry::Telemetry;
 use super::written::SignallingConnector;
 use anyhow::Context;
 use bytes::Bytes;
-use http_body_util::Empty;
+use http_body_util::{BodyExt, Empty};
 use hyper::service::service_fn;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -156,8 +157,8 @@ impl Listening {
             }
         }));
         tracing::info!(listen = %self.proxy.local_addr().map(|a| a.to_string()).unwrap_or_default(), routes = routes.len(), "activator serving");
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        // A head must arrive in time; the same timer closes idle keep-alive connections.
+        // A head must arrive in time (hyper's timer); a connection with nothing open for as long
+        // is closed, HTTP/2 ones too (super::conn_watch).
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1
             .timer(TokioTimer::new())
@@ -166,7 +167,10 @@ impl Listening {
         http2
             .timer(TokioTimer::new())
             .keep_alive_interval(limits.header_timeout);
-        let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let max_connections = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        let permits = Arc::new(Semaphore::new(max_connections));
+        let per_client = PerClient::new(limits.max_connections_per_client);
+        let (closing, closing_rx) = watch::channel(false);
         let listener = self.proxy;
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
@@ -184,13 +188,25 @@ impl Listening {
                         tracing::warn!(%peer, "connection refused: the connection cap is reached");
                         continue;
                     };
+                    let Some(place) = per_client.enter(peer.ip()) else {
+                        tracing::warn!(%peer, "connection refused: this client has as many connections as one may");
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
+                    let shared = ConnShared::new(limits.conn_body_share);
                     let proxy = proxy.clone();
+                    let for_requests = shared.clone();
                     let service = service_fn(move |req| {
                         let p = proxy.clone();
-                        async move { Ok::<_, Infallible>(p.handle(req, peer).await) }
+                        let conn = for_requests.clone();
+                        async move {
+                            let open = conn.open();
+                            let response = p.handle(req, peer, &conn).await;
+                            // The request stays open on its connection until its answer ends.
+                            Ok::<_, Infallible>(response.map(|b| b.map_frame(move |f| { let _ = &open; f }).boxed()))
+                        }
                     });
-                    let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
+                    let (http1, http2, closing) = (http1.clone(), http2.clone(), closing_rx.clone());
                     let (header_timeout, stall, poll) = (limits.header_timeout, limits.client_stall, limits.preface_poll);
                     tokio::spawn(async move {
                         // The protocol from the first bytes, within the head's time limit.
@@ -198,11 +214,17 @@ impl Listening {
                             Ok(Ok(Some(speaks))) => speaks,
                             _ => return,
                         };
-                        let io = TokioIo::new(ClientConn::new(stream, stall, permit));
-                        let _ = match speaks {
-                            Speaks::Http1 => watcher.watch(http1.serve_connection(io, service)).await,
-                            Speaks::Http2 => watcher.watch(http2.serve_connection(io, service)).await,
-                        };
+                        let io = TokioIo::new(ClientConn::new(stream, stall, (permit, place)));
+                        match speaks {
+                            Speaks::Http1 => {
+                                let conn = http1.serve_connection(io, service);
+                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, header_timeout, closing).await
+                            }
+                            Speaks::Http2 => {
+                                let conn = http2.serve_connection(io, service);
+                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, header_timeout, closing).await
+                            }
+                        }
                     });
                 }
                 _ = &mut shutdown => break,
@@ -215,9 +237,14 @@ impl Listening {
         for r in &routes {
             r.shut_down();
         }
-        tokio::select! {
-            _ = graceful.shutdown() => {}
-            _ = tokio::time::sleep(limits.drain) => tracing::warn!("drain timeout: closing the remaining connections"),
+        let _ = closing.send(true);
+        // Every connection gives its permit back when it ends.
+        let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
+        if tokio::time::timeout(limits.drain, permits.acquire_many(all))
+            .await
+            .is_err()
+        {
+            tracing::warn!("drain timeout: closing the remaining connections");
         }
         for t in tasks {
             t.abort();

@@ -58,7 +58,11 @@ pub struct Args {
     /// Client connections at once; one more is closed as it is accepted.
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,
-    /// Seconds a request head may take to arrive (also the idle keep-alive limit).
+    /// Client connections from one address at once; one more is closed as it is accepted.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections_per_client: usize,
+    /// Seconds a request head may take to arrive (also how long a connection may sit with no
+    /// request open, HTTP/1.1 or HTTP/2).
     #[arg(long, default_value_t = 20.0)]
     pub header_timeout: f64,
     /// Seconds a request body may take to arrive (408 after).
@@ -67,6 +71,9 @@ pub struct Args {
     /// Bytes of request bodies held or being read at once, over all routes (503 past it).
     #[arg(long, default_value_t = 128 << 20)]
     pub body_budget_bytes: usize,
+    /// Bytes of that one client connection may take (503 past it).
+    #[arg(long, default_value_t = 32 << 20)]
+    pub body_budget_per_connection_bytes: usize,
     /// Seconds an upstream may stay silent in the middle of a response before it is cut.
     #[arg(long, default_value_t = 300.0)]
     pub upstream_idle: f64,
@@ -146,10 +153,12 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
     }
     Ok(Limits {
         max_connections: args.max_connections.max(1),
+        max_connections_per_client: args.max_connections_per_client.max(1),
         header_timeout: positive_seconds("--header-timeout", args.header_timeout)?,
         body_timeout: positive_seconds("--body-timeout", args.body_timeout)?,
         max_body: args.max_body_bytes,
         body_budget: args.body_budget_bytes,
+        conn_body_share: args.body_budget_per_connection_bytes,
         upstream_idle: positive_seconds("--upstream-idle", args.upstream_idle)?,
         client_stall: positive_seconds("--client-stall", args.client_stall)?,
         drain,

@@ -1,0 +1,183 @@
+//! What the requests of one client connection share, and the watch that ends the connection:
+//! their part of the body budget, the count of requests open on it, and the client address's
+//! place among the listener's connections.
+//!
+//! hyper closes an HTTP/1.1 connection idle past the header timeout, but an HTTP/2 connection
+//! with no stream open stays up for as long as the client keeps it (its pings are answered), so
+//! idle h2 connections filled the connection cap and ordinary requests were reset. Here a
+//! connection with no request open for the idle limit is shut down gracefully (GOAWAY for h2),
+//! whatever its protocol; at the activator's shutdown every connection is.
+
+use super::budget::Budget;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// One client connection's shared state.
+pub struct ConnShared {
+    /// The connection's part of the body budget.
+    pub bodies: Arc<Budget>,
+    /// Requests open (arrived and not yet answered whole), and when that last changed.
+    open: watch::Sender<(usize, Instant)>,
+}
+
+/// A request open on its connection until dropped (with its response body).
+pub struct Open(Arc<ConnShared>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0
+            .open
+            .send_modify(|(n, at)| (*n, *at) = (n.saturating_sub(1), Instant::now()));
+    }
+}
+
+impl ConnShared {
+    pub fn new(body_share: usize) -> Arc<ConnShared> {
+        Arc::new(ConnShared {
+            bodies: Budget::new(body_share),
+            open: watch::Sender::new((0, Instant::now())),
+        })
+    }
+
+    /// Counts a request open until the guard is dropped.
+    pub fn open(self: &Arc<Self>) -> Open {
+        self.open
+            .send_modify(|(n, at)| (*n, *at) = (*n + 1, Instant::now()));
+        Open(self.clone())
+    }
+
+    /// Resolves once no request has been open for `idle`.
+    pub async fn idle_for(&self, idle: Duration) {
+        let mut rx = self.open.subscribe();
+        loop {
+            let (open, since) = *rx.borrow_and_update();
+            if open == 0 {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(since + idle) => return,
+                    _ = rx.changed() => {}
+                }
+            } else if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
+/// Serves `conn` to its end, shutting it down gracefully (with `graceful`) once it has had no
+/// request open for `idle`, or when `shutdown` turns true.
+pub async fn serve<F, E>(
+    conn: F,
+    graceful: impl Fn(Pin<&mut F>),
+    shared: &ConnShared,
+    idle: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    F: Future<Output = Result<(), E>>,
+{
+    let mut conn = std::pin::pin!(conn);
+    let mut closing = *shutdown.borrow();
+    if closing {
+        graceful(conn.as_mut());
+    }
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            changed = shutdown.changed(), if !closing => {
+                if changed.is_err() || *shutdown.borrow() {
+                    closing = true;
+                    graceful(conn.as_mut());
+                }
+            }
+            _ = shared.idle_for(idle), if !closing => {
+                closing = true;
+                graceful(conn.as_mut());
+            }
+        }
+    }
+}
+
+/// Connections per client address, each at most `max`.
+pub struct PerClient {
+    counts: Mutex<HashMap<IpAddr, usize>>,
+    max: usize,
+}
+
+/// A client address's place, given back when dropped.
+pub struct ClientSlot {
+    of: Arc<PerClient>,
+    ip: IpAddr,
+}
+
+impl PerClient {
+    pub fn new(max: usize) -> Arc<PerClient> {
+        Arc::new(PerClient {
+            counts: Mutex::new(HashMap::new()),
+            max: max.max(1),
+        })
+    }
+
+    /// A place for one more connection from `ip`, or none when it has `max` open.
+    pub fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<ClientSlot> {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = counts.entry(ip).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            of: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut counts = self.of.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_gets_at_most_its_places_and_they_come_back() {
+        let p = PerClient::new(2);
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let a = p.enter(ip).unwrap();
+        let _b = p.enter(ip).unwrap();
+        assert!(p.enter(ip).is_none());
+        assert!(p.enter([127, 0, 0, 2].into()).is_some());
+        drop(a);
+        assert!(p.enter(ip).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_means_nothing_open_for_the_whole_limit() {
+        let c = ConnShared::new(1);
+        let open = c.open();
+        let idle = c.idle_for(Duration::from_secs(20));
+        tokio::pin!(idle);
+        tokio::select! {
+            _ = &mut idle => panic!("idle with a request open"),
+            _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+        }
+        drop(open);
+        let closed_at = Instant::now();
+        idle.await;
+        assert_eq!(closed_at.elapsed(), Duration::from_secs(20));
+    }
+}

@@ -1,0 +1,147 @@
+//! The activator's bounds against what a hostile client can promise or keep open, on loopback,
+//! asserted as an ordinary client sees them: request heads that promise bodies they never send
+//! reserve nothing, idle HTTP/2 connections are closed and do not fill the connection cap, and
+//! one client address cannot take every connection.
+
+mod common;
+
+use common::model::{activator_with, upstream};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use infscale::activator::limits::Limits;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+fn limits() -> Limits {
+    Limits {
+        header_timeout: Duration::from_secs(1),
+        ..common::model::limits()
+    }
+}
+
+async fn echo(proxy: std::net::SocketAddr, body: &str) -> (u16, String) {
+    let r = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+        .post(format!("http://{proxy}/echo"))
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// Eight connections each send only a head declaring a 16 MiB body (the whole 128 MiB budget,
+/// promised): an ordinary POST with a body is answered at once all the same. It was refused 503
+/// for the body timeout (60 s) when a declared length was reserved up front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn heads_that_promise_the_whole_budget_reserve_nothing() {
+    let up = upstream(Arc::new(AtomicBool::new(true))).await;
+    let a = activator_with(up, 100, 30.0, common::model::limits()).await;
+    let mut promises = Vec::new();
+    for _ in 0..8 {
+        let mut s = TcpStream::connect(a.proxy).await.unwrap();
+        s.write_all(b"POST /echo HTTP/1.1\r\nhost: chat\r\ncontent-length: 16777216\r\n\r\n")
+            .await
+            .unwrap();
+        promises.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(echo(a.proxy, "hello").await, (200, "hello".to_owned()));
+    drop(promises);
+}
+
+/// Idle HTTP/2 connections (no stream open; their pings answered) fill the connection cap
+/// unless closed: twenty of them against a cap of twenty are each shut down after the idle
+/// limit (1 s here), and an ordinary request is then answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_http2_connections_are_closed_and_free_the_cap() {
+    let up = upstream(Arc::new(AtomicBool::new(true))).await;
+    let lim = Limits {
+        max_connections: 20,
+        ..limits()
+    };
+    let a = activator_with(up, 100, 30.0, lim).await;
+    let mut drivers = Vec::new();
+    for _ in 0..20 {
+        let io = TokioIo::new(TcpStream::connect(a.proxy).await.unwrap());
+        let (send, conn) = hyper::client::conn::http2::handshake::<_, _, Empty<bytes::Bytes>>(
+            TokioExecutor::new(),
+            io,
+        )
+        .await
+        .unwrap();
+        drivers.push((send, tokio::spawn(conn)));
+    }
+    // One request on the first shows the connections are served.
+    let (send, _) = &mut drivers[0];
+    let req = http::Request::get(format!("http://{}/seq", a.proxy))
+        .header("x-seq", "1")
+        .body(Empty::new())
+        .unwrap();
+    let r = send.send_request(req).await.unwrap();
+    assert_eq!(r.into_body().collect().await.unwrap().to_bytes(), "1");
+    let started = Instant::now();
+    for (_, driver) in drivers {
+        tokio::time::timeout(Duration::from_secs(10), driver)
+            .await
+            .expect("an idle HTTP/2 connection was not closed")
+            .unwrap()
+            .ok();
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(echo(a.proxy, "after").await, (200, "after".to_owned()));
+    eprintln!("20 idle HTTP/2 connections closed within {took:?}");
+}
+
+/// One client address opening connections until refused gets at most its share; a client on
+/// another address is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_client_address_cannot_take_every_connection() {
+    let up = upstream(Arc::new(AtomicBool::new(true))).await;
+    let lim = Limits {
+        max_connections: 40,
+        max_connections_per_client: 10,
+        header_timeout: Duration::from_secs(30),
+        ..limits()
+    };
+    let a = activator_with(up, 100, 30.0, lim).await;
+    // Forty connections from 127.0.0.1, each with a head begun: ten are kept, thirty closed.
+    let mut kept = Vec::new();
+    for _ in 0..40 {
+        let mut s = TcpStream::connect(a.proxy).await.unwrap();
+        let _ = s.write_all(b"GET /seq HTTP/1.1\r\nhost: chat\r\n").await;
+        kept.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut open = 0;
+    for s in &kept {
+        let mut b = [0u8; 1];
+        match s.try_read(&mut b) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => open += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(open, 10, "connections kept from one address");
+    // Another address is served.
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let stream = socket.connect(a.proxy).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake::<_, Empty<bytes::Bytes>>(TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("/seq")
+        .header("host", "chat")
+        .header("x-seq", "2")
+        .body(Empty::new())
+        .unwrap();
+    let r = send.send_request(req).await.unwrap();
+    assert_eq!(r.into_body().collect().await.unwrap().to_bytes(), "2");
+}
