@@ -17,8 +17,13 @@ use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_infscale");
 
+/// The two tests that drive hundreds of requests take turns: side by side on a 2-core machine
+/// each starves the other's activator and upstream of CPU.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_requests_through_a_flapping_upstream_are_each_forwarded_once_or_refused() {
+    let _turn = HEAVY.lock().await;
     let up = Upstream::start("127.0.0.1", UpstreamOpts::default()).await;
     let a = start_activator(
         EXE,
@@ -140,6 +145,7 @@ async fn the_scaler_does_not_reuse_a_connection_the_pod_is_closing() {
 /// at 4 clients, and the window was really crossed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_request_on_a_connection_the_upstream_closed_unread_is_sent_again() {
+    let _turn = HEAVY.lock().await;
     for clients in [1u64, 4] {
         let opts = UpstreamOpts {
             close_after: Some(Duration::from_millis(2)),

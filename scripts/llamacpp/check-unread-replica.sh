@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Issue 9's finding, against real llama-servers on 127.0.0.1: one replica idle and read (with
-# --metrics), one busy and unreadable (without --metrics, its /metrics answers 501). `decide`
-# must call the target active and never order zero, and name the server's own message.
+# Against real llama-servers on 127.0.0.1: one replica idle and read (with --metrics), one busy
+# and unreadable (without --metrics, its /metrics answers 501). `decide` must call the target
+# active and never order zero, and name the server's own message.
+#   scripts/llamacpp/check-unread-replica.sh [SERVER MODEL]   (default: build them)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mapfile -t built < <(scripts/llamacpp/build.sh)
+if [ $# -eq 2 ]; then
+  built=("$1" "$2")
+else
+  mapfile -t built < <(scripts/llamacpp/build.sh)
+fi
 server=${built[0]} model=${built[1]}
 cargo build --release -q --bin infscale
 pids=()
@@ -30,6 +35,10 @@ out=$(./target/release/infscale decide http://127.0.0.1:18181/metrics http://127
   --target 2 --min 0 --json 2>&1)
 echo "$out"
 grep -q '"activity": "active"' <<<"$out"
-grep -q 'Start it with `--metrics`' <<<"$out"
-! grep -q '"desired": 0' <<<"$out"
+grep -qF "Start it with \`--metrics\`" <<<"$out"
+if grep -q '"desired": 0' <<<"$out"; then
+  echo "check-unread-replica: an unread replica made the decision order zero:" >&2
+  echo "$out" >&2
+  exit 1
+fi
 echo "ok: an unreadable busy llama-server keeps the target active"

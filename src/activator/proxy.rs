@@ -384,6 +384,16 @@ impl Proxy {
             // Boxed: a held request should not carry the forwarding state machine around.
             let upstream =
                 upstream.get_or_insert_with(|| Upstream::new(&state.route, &mut parts, peer));
+            if held_as.is_some() {
+                // A release opens a connection per request at once. A thread-per-connection
+                // server (llama.cpp's) keeps each one's thread through its keep-alive once the
+                // answer is out, so the release's first answers left idle pooled connections
+                // holding every thread while the rest waited 4-5 s to be read: a released
+                // request's connection closes with its answer.
+                upstream
+                    .headers
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             // In a release, wait for every request before this one to be written upstream.
             let turn = match ordinal {
                 Some(n) => Some(state.turn(n).await),

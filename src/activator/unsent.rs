@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The longest after a request's write that a pooled connection's end still counts as a close
-/// that crossed it: a round trip and the scheduling around it, far below any model's time to
-/// answer a request it did read.
-pub const CROSSING: Duration = Duration::from_millis(50);
+/// that crossed it: a round trip and the scheduling around it on a busy node (50 ms was passed
+/// on a loaded 2-core machine), far below any model's time to answer a request it did read.
+pub const CROSSING: Duration = Duration::from_millis(250);
 
 /// Whether an upstream connection has answered a request yet, carried in its [`Connected`]
 /// extras (so in the extensions of every response it brings, and in the errors it fails with).
