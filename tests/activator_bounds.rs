@@ -145,3 +145,85 @@ async fn one_client_address_cannot_take_every_connection() {
     let r = send.send_request(req).await.unwrap();
     assert_eq!(r.into_body().collect().await.unwrap().to_bytes(), "2");
 }
+
+/// A release slot frees when the answer's head arrives, not when the answer ends: with two
+/// slots, two held one-second streams no longer keep five held quick requests waiting until
+/// they end (a wake used to serve the first `releaseConcurrency` and make everyone else wait
+/// 11.4 s behind 10 s streams).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_slot_frees_at_the_head_not_at_the_end() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = common::model::activator_route(up, |r| r.release_concurrency = 2).await;
+    let c = reqwest::Client::new();
+    let streams: Vec<_> = (0..2)
+        .map(|_| {
+            let r = c.get(format!("http://{}/stream", a.proxy)).send();
+            tokio::spawn(async move {
+                let text = r.await.unwrap().text().await.unwrap();
+                assert_eq!(text.matches("data:").count(), 5);
+                Instant::now()
+            })
+        })
+        .collect();
+    common::model::wait_held(a.admin, 2).await;
+    let quick: Vec<_> = (0..5)
+        .map(|i| {
+            let r = c
+                .get(format!("http://{}/seq", a.proxy))
+                .header("x-seq", i.to_string())
+                .send();
+            tokio::spawn(async move {
+                assert_eq!(r.await.unwrap().text().await.unwrap(), i.to_string());
+                Instant::now()
+            })
+        })
+        .collect();
+    common::model::wait_held(a.admin, 7).await;
+    ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut quick_done = Vec::new();
+    for q in quick {
+        quick_done.push(q.await.unwrap());
+    }
+    let mut streams_done = Vec::new();
+    for s in streams {
+        streams_done.push(s.await.unwrap());
+    }
+    let first_stream_end = streams_done.iter().min().copied().unwrap();
+    let last_quick = quick_done.iter().max().copied().unwrap();
+    assert!(
+        last_quick < first_stream_end,
+        "the quick requests waited for the streams to end"
+    );
+}
+
+/// A held stream whose upstream answers an error with a body that never ends gets its one
+/// error event: only the start of an error body is read (a 500 with a 1 GiB body took the
+/// activator to 2,050 MB when it was read whole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_endless_error_body_is_not_read_whole() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = common::model::activator_route(up, |r| r.keep_alive_seconds = Some(0.2)).await;
+    let pending = tokio::spawn(
+        reqwest::Client::new()
+            .post(format!("http://{}/v1/endless-error", a.proxy))
+            .body(r#"{"stream":true}"#)
+            .send(),
+    );
+    common::model::wait_held(a.admin, 1).await;
+    ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = pending.await.unwrap().unwrap();
+    let text = tokio::time::timeout(Duration::from_secs(20), r.text())
+        .await
+        .expect("the error event came")
+        .unwrap();
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .filter(|e| e.starts_with("data:"))
+        .collect();
+    assert_eq!(events.len(), 1, "{}", &text[..text.len().min(300)]);
+    let error: serde_json::Value =
+        serde_json::from_str(events[0].trim_start_matches("data: ")).unwrap();
+    assert_eq!(error["error"]["code"], 500);
+}

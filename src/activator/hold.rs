@@ -15,9 +15,11 @@
 //! A release keeps arrival order all the way to the upstream. Each released request gets an
 //! ordinal, and sends only when every lower ordinal has been written upstream (its [`Turn`]);
 //! requests that arrive while a release is still going get the next ordinals and queue behind
-//! it. At most `releaseConcurrency` released requests are in flight at once (a slot frees when a
-//! response ends, and its connection is reused), so a wake never opens a burst of idle
-//! connections at a fragile server. Released requests not yet sent still count as held.
+//! it. At most `releaseConcurrency` released requests wait for their answer's head at once (a
+//! slot frees when the head arrives, not when the answer ends: ten-second streams no longer
+//! keep everyone behind the first slots waiting), so a wake never sends an unbounded burst at
+//! a fragile server. A released request waits for its turn and slot within its own hold
+//! deadline. Released requests not yet sent still count as held.
 
 use super::routes::Route;
 use crate::counts::HostCounts;

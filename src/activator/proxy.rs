@@ -49,6 +49,9 @@ pub struct Proxy {
     pub budget: Arc<Budget>,
 }
 
+/// The most of an upstream's error body read to tell a held stream why it failed.
+const ERROR_BODY_READ: usize = 64 << 10;
+
 /// Headers that describe one hop, never forwarded.
 const HOP_BY_HOP: [&str; 8] = [
     "connection",
@@ -220,8 +223,6 @@ impl BodyRefusal {
 struct Counted {
     inner: Incoming,
     _forwarding: super::hold::Forwarding,
-    /// A released request's slot, freed when the response ends.
-    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
     idle: Duration,
     /// Armed for `idle` after the last frame seen when it was armed; moved on only when it
     /// fires, so a frame costs a clock read, not a timer update.
@@ -394,9 +395,21 @@ impl Proxy {
                     .headers
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            // In a release, wait for every request before this one to be written upstream.
+            // In a release, wait for every request before this one to be written upstream, and
+            // for a slot, within this request's own deadline.
             let turn = match ordinal {
-                Some(n) => Some(state.turn(n).await),
+                Some(n) => match tokio::time::timeout_at(deadline.into(), state.turn(n)).await {
+                    Ok(turn) => Some(turn),
+                    Err(_) => {
+                        counters.timed_out.inc();
+                        let timeout = state.route.hold_timeout.as_secs().max(1);
+                        return answer(
+                            StatusCode::GATEWAY_TIMEOUT,
+                            "no replica took the request within the hold timeout",
+                            Some(timeout),
+                        );
+                    }
+                },
                 None => None,
             };
             match Box::pin(self.forward(&state, counters, upstream, body.clone(), turn)).await {
@@ -461,11 +474,18 @@ impl Proxy {
             let status = response.status();
             let mut body = response.into_body();
             if !status.is_success() {
-                let said = body
-                    .collect()
-                    .await
-                    .map(|b| b.to_bytes())
-                    .unwrap_or_default();
+                // Only the start of an error body is read: a 1 GiB error page would otherwise
+                // be held whole in memory.
+                let mut said = Vec::new();
+                while said.len() < ERROR_BODY_READ {
+                    let Some(Ok(frame)) = body.frame().await else {
+                        break;
+                    };
+                    if let Ok(data) = frame.into_data() {
+                        let room = ERROR_BODY_READ - said.len();
+                        said.extend_from_slice(&data[..data.len().min(room)]);
+                    }
+                }
                 let message = crate::edge::source::status_message(&said)
                     .unwrap_or_else(|| format!("HTTP status {}", status.as_u16()));
                 let _ = tx.send(Ok(error_event(&message, status.as_u16()))).await;
@@ -581,13 +601,14 @@ impl Proxy {
             Ok(r) => r,
         };
         super::unsent::note_answer(&response);
+        // The head is in: the release slot goes to the next request.
+        drop(slot);
         let (mut parts, incoming) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let idle = self.limits.upstream_idle;
         let body = Counted {
             inner: incoming,
             _forwarding: guard,
-            _slot: slot,
             idle,
             silent: Box::pin(tokio::time::sleep(idle)),
             last_frame: tokio::time::Instant::now(),

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A model server stand-in: `/health` 503 until ready; `/echo` returns the body; `/seq`
-/// returns the `x-seq` header; `/stream` sends five events 200 ms apart.
+/// returns the `x-seq` header; `/stream` sends five events 200 ms apart; `/v1/fail` answers
+/// 500, `/v1/endless-error` 500 with a body that never ends.
 pub async fn upstream(ready: Arc<AtomicBool>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -61,6 +62,19 @@ pub async fn upstream(ready: Arc<AtomicBool>) -> SocketAddr {
                 (
                     axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                     r#"{"error":{"message":"model crashed"}}"#,
+                )
+            }),
+        )
+        .route(
+            "/v1/endless-error",
+            post(|| async {
+                // An error page that never ends: whoever reads it whole never finishes.
+                let chunks = futures::stream::repeat_with(|| {
+                    Ok::<_, std::convert::Infallible>(Bytes::from(vec![b'x'; 64 << 10]))
+                });
+                (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    axum::body::Body::from_stream(chunks),
                 )
             }),
         )
