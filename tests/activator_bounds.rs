@@ -227,3 +227,64 @@ async fn an_endless_error_body_is_not_read_whole() {
         serde_json::from_str(events[0].trim_start_matches("data: ")).unwrap();
     assert_eq!(error["error"]["code"], 500);
 }
+
+/// Heads a proxy must not guess about: CONNECT is answered 405 (it was forwarded and the
+/// client got no answer), two Host headers 400, and a Host that disagrees with the request's
+/// authority 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connect_duplicate_hosts_and_disagreeing_authorities_are_refused() {
+    let up = upstream(Arc::new(AtomicBool::new(true))).await;
+    let a = activator_with(up, 100, 30.0, limits()).await;
+    for (head, status) in [
+        ("CONNECT chat:443 HTTP/1.1\r\nhost: chat:443\r\n\r\n", "405"),
+        (
+            "GET /seq HTTP/1.1\r\nhost: chat\r\nhost: other\r\n\r\n",
+            "400",
+        ),
+        (
+            "GET http://elsewhere/seq HTTP/1.1\r\nhost: chat\r\n\r\n",
+            "400",
+        ),
+        ("GET /seq HTTP/1.1\r\nhost: chat\r\nx-seq: 3\r\n\r\n", "200"),
+    ] {
+        let mut s = TcpStream::connect(a.proxy).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut got = vec![0u8; 12];
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read_exact(&mut s, &mut got),
+        )
+        .await
+        .expect("an answer")
+        .unwrap();
+        let got = String::from_utf8_lossy(&got).into_owned();
+        assert_eq!(&got[9..12], status, "{head:?} answered {got:?}");
+    }
+}
+
+/// A client that leaves while its streamed request is held (answered early, keep-alive on) is
+/// not forwarded at the wake: 20 such clients gone, none reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn held_streams_whose_clients_left_are_not_forwarded() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = common::model::activator_route(up, |r| r.keep_alive_seconds = Some(30.0)).await;
+    let mut gone = Vec::new();
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(a.proxy).await.unwrap();
+        let body = r#"{"stream":true}"#;
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: chat\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        gone.push(s);
+    }
+    common::model::wait_held(a.admin, 20).await;
+    drop(gone);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::model::held(a.admin).await > 0 {
+        assert!(Instant::now() < deadline, "holds of clients gone are kept");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

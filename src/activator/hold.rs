@@ -215,6 +215,14 @@ impl RouteState {
         })
     }
 
+    /// Whether a request arriving now would be refused (full, or shutting down) rather than
+    /// held or forwarded: a streamed request is told so by its status, before the early
+    /// answer switches it to a stream.
+    pub fn would_refuse(&self) -> bool {
+        let mut q = self.lock();
+        q.closed || (!q.ready && q.held() >= self.route.max_held)
+    }
+
     /// The upstream refused a connection although the route was ready (its last replica went
     /// away): not ready until the readiness task, woken now, finds it ready again.
     pub fn upstream_refused(&self) {

@@ -156,6 +156,32 @@ impl Drop for UpstreamBody {
     }
 }
 
+/// Why a request head is refused before any route is picked: CONNECT (nothing is tunnelled:
+/// 405), more than one Host header, or a Host that names another authority than the request's
+/// own (400: a proxy and the router it fronts must agree on where a request goes).
+fn head_refusal<B>(req: &Request<B>) -> Option<(StatusCode, &'static str)> {
+    if req.method() == http::Method::CONNECT {
+        return Some((StatusCode::METHOD_NOT_ALLOWED, "CONNECT is not proxied"));
+    }
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Some((StatusCode::BAD_REQUEST, "more than one Host header"));
+    }
+    if let (Some(host), Some(authority)) = (host, req.uri().authority()) {
+        let same = host
+            .to_str()
+            .is_ok_and(|h| h.eq_ignore_ascii_case(authority.as_str()));
+        if !same {
+            return Some((
+                StatusCode::BAD_REQUEST,
+                "the Host header and the request's authority disagree",
+            ));
+        }
+    }
+    None
+}
+
 /// Whether a request asks for a streamed answer: a POST whose JSON body says `"stream": true`
 /// (OpenAI's completions and chat completions).
 fn wants_stream(method: &http::Method, body: &[u8]) -> bool {
@@ -288,6 +314,10 @@ impl Proxy {
         peer: SocketAddr,
         conn: &ConnShared,
     ) -> Response<ProxyBody> {
+        if let Some((status, why)) = head_refusal(&req) {
+            self.telemetry.reject("none", "bad_head");
+            return answer(status, why, None);
+        }
         let Some(index) = self.route(&req) else {
             self.telemetry.reject("none", "no_route");
             return answer(
@@ -321,7 +351,7 @@ impl Proxy {
             }
         };
         if let Some(every) = state.route.keep_alive {
-            if !state.is_ready() && wants_stream(&parts.method, &body) {
+            if !state.is_ready() && !state.would_refuse() && wants_stream(&parts.method, &body) {
                 return self.keep_alive(index, parts, body, peer, reservation, every);
             }
         }
@@ -463,6 +493,8 @@ impl Proxy {
             let response = loop {
                 tokio::select! {
                     r = &mut deliver => break r,
+                    // The client left: the hold is abandoned, nothing is forwarded.
+                    _ = tx.closed() => return,
                     _ = tick.tick() => {
                         let comment = Frame::data(Bytes::from_static(b": waiting for a replica\n\n"));
                         if tx.send(Ok(comment)).await.is_err() {

@@ -289,10 +289,12 @@ pub fn pick<'a>(
     headers: &http::HeaderMap,
     uri: &http::Uri,
 ) -> Option<usize> {
-    let host = headers
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| uri.host());
+    // The request's own authority first (absolute form, HTTP/2's :authority), then Host.
+    let host = uri.host().or_else(|| {
+        headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+    });
     let path = uri.path();
     routes.into_iter().position(|r| r.matches(host, path))
 }

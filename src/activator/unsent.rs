@@ -98,7 +98,19 @@ mod tests {
         assert!(closed_under(&reset));
         let timeout = std::io::Error::from(std::io::ErrorKind::TimedOut);
         assert!(!closed_under(&timeout));
-        let wrapped = std::io::Error::other(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("send failed")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let wrapped = Outer(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
         assert!(closed_under(&wrapped));
     }
 }
