@@ -586,10 +586,20 @@ fn the_examples_agree_with_themselves_and_the_activator() {
             name(so)
         );
         let url = &meta["activatorUrl"];
+        // The admin port has a Service of its own, off the one clients are sent to.
         let act_svc = activator
             .iter()
-            .find(|d| s(&d["kind"]) == "Service")
-            .expect("the activator's Service");
+            .find(|d| s(&d["kind"]) == "Service" && name(d) == "infscale-activator-admin")
+            .expect("the activator's admin Service");
+        let client_svc = activator
+            .iter()
+            .find(|d| s(&d["kind"]) == "Service" && name(d) == "infscale-activator")
+            .expect("the activator's client Service");
+        let client_ports = client_svc["spec"]["ports"].as_sequence().unwrap();
+        assert!(
+            client_ports.iter().all(|p| p["port"].as_u64() != Some(9092)),
+            "the admin port is on the Service clients call"
+        );
         assert!(
             url.starts_with(&format!("http://{}.llm.svc:", name(act_svc))),
             "{url}"

@@ -459,7 +459,7 @@ fn service(path: &str) -> (String, Vec<String>) {
 #[test]
 fn the_scrape_targets_name_the_services_ports_and_labels() {
     let scaler = service("manifests/scaler/service.yaml");
-    let act = service("manifests/activator/service.yaml");
+    let act = service("manifests/activator/service-admin.yaml");
     // ServiceMonitors: selector labels and port name of the scaler's and activator's Services.
     let monitors = yaml_docs("servicemonitor.yaml");
     assert_eq!(monitors.len(), 2);
