@@ -288,3 +288,58 @@ async fn held_streams_whose_clients_left_are_not_forwarded() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// HTTP/2 streams whose flow-control window stays at zero take nothing of their answers and
+/// keep nothing busy: with a 1 s client stall, 16 such streams (on one connection, answers
+/// streaming from the upstream) stop counting as in flight within seconds, and an ordinary
+/// request is answered meanwhile. They used to escape both the client stall and the upstream
+/// idle limit, holding their upstream connections and their places for as long as they liked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zero_window_streams_are_given_up_after_the_client_stall() {
+    let up = upstream(Arc::new(AtomicBool::new(true))).await;
+    let lim = Limits {
+        client_stall: Duration::from_secs(1),
+        ..limits()
+    };
+    let a = activator_with(up, 100, 30.0, lim).await;
+    let io = TokioIo::new(TcpStream::connect(a.proxy).await.unwrap());
+    let (mut send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(0)
+        .initial_connection_window_size(65_535)
+        .handshake::<_, Empty<bytes::Bytes>>(io)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut heads = Vec::new();
+    for _ in 0..16 {
+        let req = http::Request::get(format!("http://{}/stream", a.proxy))
+            .body(Empty::new())
+            .unwrap();
+        let r = send.send_request(req).await.unwrap();
+        assert_eq!(r.status(), 200);
+        heads.push(r); // held, never read
+    }
+    let busy = common::model::chat_counts(a.admin).await["Concurrency"]
+        .as_u64()
+        .unwrap();
+    assert!(busy >= 16, "the streams are in flight: {busy}");
+    assert_eq!(
+        echo(a.proxy, "meanwhile").await,
+        (200, "meanwhile".to_owned())
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = common::model::chat_counts(a.admin).await["Concurrency"]
+            .as_u64()
+            .unwrap();
+        if c == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{c} zero-window streams still in flight"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(heads);
+}

@@ -597,7 +597,9 @@ fn the_examples_agree_with_themselves_and_the_activator() {
             .expect("the activator's client Service");
         let client_ports = client_svc["spec"]["ports"].as_sequence().unwrap();
         assert!(
-            client_ports.iter().all(|p| p["port"].as_u64() != Some(9092)),
+            client_ports
+                .iter()
+                .all(|p| p["port"].as_u64() != Some(9092)),
             "the admin port is on the Service clients call"
         );
         assert!(

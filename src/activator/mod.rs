@@ -16,6 +16,7 @@ pub mod hold;
 pub mod limits;
 pub mod preface;
 pub mod proxy;
+pub mod pump;
 pub mod readiness;
 pub mod routes;
 pub mod server;

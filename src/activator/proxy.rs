@@ -244,59 +244,6 @@ impl BodyRefusal {
     }
 }
 
-/// A response body that keeps the request counted as in flight until it ends or is dropped,
-/// and fails when the upstream stays silent for `idle` in the middle of it.
-struct Counted {
-    inner: Incoming,
-    _forwarding: super::hold::Forwarding,
-    idle: Duration,
-    /// Armed for `idle` after the last frame seen when it was armed; moved on only when it
-    /// fires, so a frame costs a clock read, not a timer update.
-    silent: Pin<Box<tokio::time::Sleep>>,
-    last_frame: tokio::time::Instant,
-}
-
-impl Body for Counted {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        use std::future::Future;
-        loop {
-            match Pin::new(&mut self.inner).poll_frame(cx) {
-                Poll::Ready(frame) => {
-                    self.last_frame = tokio::time::Instant::now();
-                    return Poll::Ready(frame.map(|f| f.map_err(BoxError::from)));
-                }
-                Poll::Pending => {}
-            }
-            if self.silent.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            let due = self.last_frame + self.idle;
-            if due <= tokio::time::Instant::now() {
-                let idle = self.idle;
-                return Poll::Ready(Some(Err(
-                    format!("the upstream sent nothing for {idle:?}").into()
-                )));
-            }
-            // Frames came since the timer was armed: arm it again from the last one.
-            self.silent.as_mut().reset(due);
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 impl Proxy {
     /// The index of the first route that matches the request's host and path.
     fn route(&self, req: &Request<Incoming>) -> Option<usize> {
@@ -637,15 +584,13 @@ impl Proxy {
         drop(slot);
         let (mut parts, incoming) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let idle = self.limits.upstream_idle;
-        let body = Counted {
-            inner: incoming,
-            _forwarding: guard,
-            idle,
-            silent: Box::pin(tokio::time::sleep(idle)),
-            last_frame: tokio::time::Instant::now(),
-        };
-        Ok(Response::from_parts(parts, body.boxed()))
+        let body = super::pump::carry(
+            incoming,
+            guard,
+            self.limits.upstream_idle,
+            self.limits.client_stall,
+        );
+        Ok(Response::from_parts(parts, body))
     }
 }
 
