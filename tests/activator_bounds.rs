@@ -343,3 +343,39 @@ async fn zero_window_streams_are_given_up_after_the_client_stall() {
     }
     drop(heads);
 }
+
+/// Clients that connect and leave while the model is at zero leave a lease on the held count
+/// (the scaler still sees their demand for `abandonLeaseSeconds`), but not a place: with
+/// `maxHeld` 5, five abandoned holds do not get the next real client a 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn abandoned_holds_do_not_take_real_clients_places() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = common::model::activator_route(up, |r| {
+        r.max_held = 5;
+        r.abandon_lease_seconds = 60.0;
+    })
+    .await;
+    for i in 0..5 {
+        let mut s = TcpStream::connect(a.proxy).await.unwrap();
+        s.write_all(b"GET /seq HTTP/1.1\r\nhost: chat\r\nx-seq: 0\r\n\r\n")
+            .await
+            .unwrap();
+        common::model::wait_held(a.admin, i + 1).await;
+        drop(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = common::model::held(a.admin).await;
+    assert_eq!(held, 5, "the leases keep the count the scaler sees");
+    let real = tokio::spawn(
+        reqwest::Client::new()
+            .get(format!("http://{}/seq", a.proxy))
+            .header("x-seq", "9")
+            .send(),
+    );
+    common::model::wait_held(a.admin, 6).await;
+    ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = real.await.unwrap().unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "9");
+}

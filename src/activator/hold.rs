@@ -64,6 +64,12 @@ impl Queue {
         self.waiters.len() + self.leases.len() + self.unsent.len()
     }
 
+    /// Requests really held (waiting or released and not yet sent): what `maxHeld` bounds. An
+    /// abandoned hold's lease keeps the scaler's count up, not a real client out.
+    fn holding(&self) -> usize {
+        self.waiters.len() + self.unsent.len()
+    }
+
     /// The next ordinal, marked unsent.
     fn next_ordinal(&mut self) -> u64 {
         self.released += 1;
@@ -197,7 +203,7 @@ impl RouteState {
             let ordinal = (!q.unsent.is_empty()).then(|| q.next_ordinal());
             return Admission::Forward { ordinal };
         }
-        if q.held() >= self.route.max_held {
+        if q.holding() >= self.route.max_held {
             return Admission::Full;
         }
         let (tx, rx) = oneshot::channel();
@@ -219,8 +225,8 @@ impl RouteState {
     /// held or forwarded: a streamed request is told so by its status, before the early
     /// answer switches it to a stream.
     pub fn would_refuse(&self) -> bool {
-        let mut q = self.lock();
-        q.closed || (!q.ready && q.held() >= self.route.max_held)
+        let q = self.lock();
+        q.closed || (!q.ready && q.holding() >= self.route.max_held)
     }
 
     /// The upstream refused a connection although the route was ready (its last replica went
