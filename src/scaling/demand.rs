@@ -74,8 +74,8 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         .sum::<f64>()
         + held_read;
     let (samples, reporting) = per_replica(policy, obs.replicas);
-    let silent = obs.replicas.len() as u32 - reporting;
-    let not_voting = obs.missing + silent;
+    let silent = (obs.replicas.len() as u32).saturating_sub(reporting);
+    let not_voting = obs.missing.saturating_add(silent);
     let held = if policy.metric.counts_held() {
         held_read
     } else {
@@ -152,7 +152,9 @@ fn as_the_hpa_counts_missing(
     not_voting: u32,
     lines: &mut Vec<String>,
 ) -> f64 {
-    let status = obs.status_replicas().max(reporting + not_voting);
+    let status = obs
+        .status_replicas()
+        .max(reporting.saturating_add(not_voting));
     let average = replicas::to_milli(value / f64::from(reporting));
     let pods: Vec<Pod> = (0..reporting)
         .map(|_| Pod::Ready {
@@ -172,8 +174,11 @@ fn as_the_hpa_counts_missing(
     } else {
         format!("at the target on the way down: {count}")
     };
-    // On milli-units, as KEDA hands the value over: exactly `count` targets.
-    let adjusted = (i64::from(count) * replicas::to_milli(policy.target)) as f64 / 1000.0;
+    // On milli-units, as KEDA hands the value over: exactly `count` targets. The product
+    // saturates (a count near i32::MAX at a 1e9 threshold passes i64::MAX), so it stays the
+    // largest value, never a wrapped negative one read as 0.
+    let adjusted =
+        i64::from(count).saturating_mul(replicas::to_milli(policy.target)) as f64 / 1000.0;
     lines.push(format!(
         "{not_voting} replica(s) without a sample: the {reporting} that reported ask for {alone}; \
          counted as the HPA counts missing pods ({rule}), so {} = {count} x {}",
