@@ -320,6 +320,14 @@ fn no_sample_line(metric: Metric, obs: &Observation<'_>) -> String {
         "no first token was observed in the interval: no TTFT sample".to_owned()
     } else if obs.replicas.is_empty() {
         format!("no ready replica, and {metric} needs one: no sample")
+    } else if let Some((server, lacks)) = obs.replicas.iter().find_map(|r| {
+        super::exports::missing(r.signals.server, metric).map(|lacks| (r.signals.server, lacks))
+    }) {
+        // Found with `server: auto`: the pods' server can never give this metric.
+        format!(
+            "the pods serve {server}, which exports no {lacks}: {metric} can never be read \
+             there (no value)"
+        )
     } else {
         format!("no replica gave a {metric} sample (rates need two scrapes): no value")
     }

@@ -253,6 +253,9 @@ impl TargetSpec {
             return Err(bad("metricsScheme", "expected http or https"));
         }
         let policy = policy_of(&get)?;
+        // A metric the named server never exports would answer "no value" for good.
+        crate::scaling::exports::check(server, &policy)
+            .map_err(|e| bad("metric", e.to_string()))?;
         let scrape_interval = match get("scrapeIntervalSeconds") {
             Some(v) => seconds("scrapeIntervalSeconds", v, 0.1, 300.0)?,
             None => 5.0,
@@ -475,6 +478,14 @@ mod tests {
             (
                 &[("threshold", "4"), ("activatorHost", "x")],
                 "activatorHost",
+            ),
+            (
+                &[
+                    ("threshold", "0.8"),
+                    ("metric", "kv"),
+                    ("server", "llamacpp"),
+                ],
+                "metric",
             ),
         ];
         for (pairs, key) in cases {

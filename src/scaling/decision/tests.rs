@@ -550,3 +550,23 @@ fn the_history_forecast_orders_for_the_rate_a_horizon_ahead() {
     let d = last.unwrap();
     assert_eq!(d.desired, 2, "{:?}", d.lines);
 }
+
+#[test]
+fn a_metric_the_pods_server_cannot_give_says_so() {
+    // `server: auto` found llama.cpp pages: kv has no sample there, ever; not "two scrapes".
+    let mut llama = replica(1.0, 0.0);
+    llama.signals.server = Server::LlamaCpp;
+    let pods = [llama];
+    let policy = Policy::parse("kv:0.8").unwrap();
+    let e = evaluate(
+        &policy,
+        &observe(0.0, 1, &pods, 0.0),
+        &mut ScalerState::default(),
+    );
+    assert_eq!(e.value, None);
+    assert_eq!(
+        e.why_no_value(),
+        "the pods serve llamacpp, which exports no KV-cache usage gauge: kv can never be read \
+         there (no value)"
+    );
+}
