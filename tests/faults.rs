@@ -317,9 +317,14 @@ async fn series_per_trigger_removed_when_the_collector_stops() {
     assert_eq!(values.len(), 2, "{text}");
     for (name, threshold) in [("chat-small", "2"), ("chat-large", "8")] {
         let series = format!(
-            "infscale_target_value{{namespace=\"llm\",scaledobject=\"{name}\",target=\"chat\",metric=\"queue\",threshold=\"{threshold}\"}} 4"
+            "infscale_target_value{{namespace=\"llm\",scaledobject=\"{name}\",target=\"chat\",metric=\"queue\",threshold=\"{threshold}\",trigger=\""
         );
-        assert!(values.iter().any(|l| l.starts_with(&series)), "{text}");
+        assert!(
+            values
+                .iter()
+                .any(|l| l.starts_with(&series) && l.ends_with("\"} 4.0")),
+            "{text}"
+        );
     }
     // No call for a while: the collectors stop, and their series with them.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -339,6 +344,56 @@ async fn series_per_trigger_removed_when_the_collector_stops() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Issue 25: triggers of one ScaledObject that differ only in `server` or in
+/// `scrapeIntervalSeconds` shared one set of labels, so Prometheus saw one series for two
+/// triggers, and a trigger with no value removed the series of one that had one (absent in 87
+/// of 200 reads). Each trigger now has its own series: every read of `/metrics` shows the two
+/// that have a value, while a third (the wrong server: no value) has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn triggers_differing_only_in_server_or_interval_have_their_own_series() {
+    let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(4)));
+    let running_server = start(statics(&[("chat", vec![replica.url()])])).await;
+    let mut c = client(running_server.grpc).await;
+    let with = |key: &'static str, value: &str| {
+        let mut meta = trigger("chat", "2");
+        meta.retain(|(k, _)| *k != key);
+        meta.push((key, value.to_owned()));
+        object("chat", &meta)
+    };
+    let named = with("server", "vllm");
+    let slower = with("scrapeIntervalSeconds", "0.3");
+    let wrong = with("server", "sglang");
+    for so in [&named, &slower] {
+        let req = metrics_request(so, "infscale-queue-chat");
+        assert_eq!(value_when(&mut c, &req, Some(4.0)).await, 4.0);
+    }
+    active_when(&mut c, &wrong, Ok(true), Duration::from_secs(10)).await;
+    let req = metrics_request(&wrong, "infscale-queue-chat");
+    assert!(
+        c.get_metrics(req).await.is_err(),
+        "the wrong server has a value"
+    );
+    let prefix = "infscale_target_value{namespace=\"llm\",scaledobject=\"chat\",target=\"chat\",metric=\"queue\",threshold=\"2\",trigger=\"";
+    let mut seen = std::collections::BTreeSet::new();
+    for read in 0..40 {
+        let text = running_server.metrics_text().await;
+        let values: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("infscale_target_value{"))
+            .collect();
+        assert_eq!(values.len(), 2, "read {read}: {values:?}");
+        for v in values {
+            assert!(
+                v.starts_with(prefix) && v.ends_with("\"} 4.0"),
+                "read {read}: {v}"
+            );
+            seen.insert(v.to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
 }
 
 /// A trigger that names the wrong server is a configuration error, said once and exported with

@@ -154,7 +154,8 @@ async fn keda_calls_against_a_stand_in_cluster() {
         .unwrap();
     assert!(text.contains("infscale_collectors 1"), "{text}");
     assert!(
-        text.contains("infscale_target_value{namespace=\"llm\",scaledobject=\"chat\",target=\"chat\",metric=\"queue\",threshold=\"24\"} 1"),
+        text.lines().any(|l| l.starts_with("infscale_target_value{namespace=\"llm\",scaledobject=\"chat\",target=\"chat\",metric=\"queue\",threshold=\"24\",trigger=\"")
+            && l.ends_with("\"} 1.0")),
         "{text}"
     );
     drop(api);

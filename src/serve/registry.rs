@@ -62,7 +62,12 @@ impl Registry {
             return Err(self.max);
         }
         let (tx, rx) = watch::channel(Reading::Pending);
-        tracing::info!(target_name = %spec.label(), "starting a collector");
+        tracing::info!(
+            target_name = %spec.label(),
+            trigger = %spec.trigger_id(),
+            key = %spec.key.replace('\n', " "),
+            "starting a collector"
+        );
         let task = collector::spawn(self.shared.clone(), spec.clone(), tx);
         let target = Arc::new(Target {
             spec: spec.clone(),
