@@ -172,6 +172,50 @@ async fn a_new_collector_wakes_on_its_first_instant() {
     eprintln!("new collector: StreamIsActive pushed true {took:?} after it was opened");
 }
 
+/// Issue 25: a new collector answered UNAVAILABLE ("nothing read yet") to the first IsActive and
+/// GetMetrics with a request held, so a polling `external` trigger waited a whole polling
+/// interval. Now the first calls answer from the activator's held demand before any pod has been
+/// scraped (here the only pod hangs for its 5 s scrape timeout): one call each, no retry,
+/// IsActive true and a value that asks for a replica (1 held at a threshold of 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_first_calls_answer_from_held_demand_before_any_scrape() {
+    let hang = pod("127.0.0.1:0", Behaviour::Hang);
+    let act = activator("chat");
+    act.set_held(1);
+    let running_server = start(Config {
+        allowed_activators: vec![act.url()],
+        ..statics(&[("chat", vec![hang.url()])])
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let meta = |name: &str| {
+        let mut meta = trigger("chat", "2");
+        meta.retain(|(k, _)| !k.starts_with("scrape"));
+        meta.push(("scrapeTimeoutSeconds", "5".to_owned()));
+        meta.push(("activatorUrl", act.url()));
+        object(name, &meta)
+    };
+    let started = Instant::now();
+    // IsActive first on one new trigger, GetMetrics first on another, each a new collector.
+    let first = meta("chat-a");
+    let active = c.is_active(first.clone()).await;
+    assert!(
+        active.as_ref().is_ok_and(|r| r.get_ref().result),
+        "{active:?}"
+    );
+    let second = meta("chat-b");
+    for so in [&first, &second] {
+        let r = c
+            .get_metrics(metrics_request(so, "infscale-queue-chat"))
+            .await;
+        let value = r.map(|r| r.into_inner().metric_values[0].metric_value_float);
+        assert_eq!(value.as_ref().ok(), Some(&1.0), "{}: {value:?}", so.name);
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "answered after {took:?}");
+    eprintln!("first calls answered from held demand within {took:?}");
+}
+
 /// (d) A release is not idle until a scrape that began after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_release_is_not_idle_before_a_later_scrape() {

@@ -10,7 +10,9 @@
 //! they count as the HPA counts a pod with no metric (at the target when the rest ask to scale
 //! down, at 0 when they ask to scale up, and the current count is kept when that flips the
 //! direction), and the value returned is the one that makes the HPA ask for that count. With no
-//! replica readable, or the pods not known, there is no value at all, never a zero.
+//! replica readable, or the pods not known, there is no value at all, never a zero; except that
+//! requests held at the activator before the pods are known are the value (it holds only while
+//! no replica is ready).
 
 use super::hpa::replicas::{self, per_pod, Pod, PodTarget};
 use super::policy::{Metric, Policy};
@@ -83,8 +85,25 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
     };
     let at_zero = obs.replicas.is_empty() && obs.missing == 0;
     let mut value = if obs.scraped_at.is_none() {
-        lines.push("the pods are not known yet: no value".to_owned());
-        None
+        match obs.held {
+            // The activator holds requests only while it sees no ready replica: what it holds
+            // is the demand there is, before any pod list or scrape (a new collector answers
+            // from it at once rather than a polling interval later).
+            Some(h) if h > 0.0 && policy.metric.counts_held() => {
+                lines.push(format!(
+                    "the pods are not known yet; {} held at the activator, which holds only \
+                     while no replica is ready: {} = {} held",
+                    fmt(h),
+                    policy.metric,
+                    fmt(h)
+                ));
+                Some(h)
+            }
+            _ => {
+                lines.push("the pods are not known yet: no value".to_owned());
+                None
+            }
+        }
     } else if reporting == 0 {
         match obs.held {
             Some(_) if at_zero && policy.metric.counts_held() => {

@@ -24,6 +24,11 @@ pub struct Limits {
     /// pings three times in it, so a live client always answers in time). Default 120 s.
     /// `--connection-idle-seconds`.
     pub connection_idle: Duration,
+    /// A new collector's calls wait at most this long after it starts for a reading that
+    /// answers (the activator's held count arrives within milliseconds; a first scrape may take
+    /// longer); later calls never wait. Default 1 s: well inside the 3 s KEDA gives the HPA's
+    /// calls, and a polling trigger's first call answers rather than waiting a whole interval.
+    pub first_answer_wait: Duration,
     /// After SIGTERM: streams are closed at once, and calls in flight get this long. Default
     /// 10 s, well inside Kubernetes' 30 s grace period. `--drain-seconds`.
     pub drain: Duration,
@@ -83,6 +88,7 @@ impl Default for Limits {
             max_targets: 1000,
             max_connections: 512,
             connection_idle: Duration::from_secs(120),
+            first_answer_wait: Duration::from_secs(1),
             drain: Duration::from_secs(10),
             heartbeat: Duration::from_secs(10),
             accept_backoff: Duration::from_millis(50),

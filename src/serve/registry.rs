@@ -17,6 +17,8 @@ use tokio::sync::watch;
 pub struct Target {
     pub spec: TargetSpec,
     pub reading: watch::Receiver<Reading>,
+    /// When its collector started (a call in its first moments may wait for a first reading).
+    pub started: tokio::time::Instant,
     /// Milliseconds since the registry's epoch at the last call.
     last_call_ms: AtomicU64,
     task: tokio::task::JoinHandle<()>,
@@ -72,6 +74,7 @@ impl Registry {
         let target = Arc::new(Target {
             spec: spec.clone(),
             reading: rx,
+            started: tokio::time::Instant::now(),
             last_call_ms: AtomicU64::new(now),
             task,
         });

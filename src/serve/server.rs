@@ -175,6 +175,7 @@ impl Listening {
             telemetry: telemetry.clone(),
             closing: closing_rx.clone(),
             heartbeat: limits.heartbeat,
+            first_answer_wait: limits.first_answer_wait,
         };
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ExternalScalerServer<Scaler>>().await;

@@ -406,6 +406,14 @@ fn held_requests_wake_before_the_pods_are_known() {
         ..observe(0.0, 0, &[], 1.0)
     };
     let e = crate::scaling::evaluate(&policy, &obs, &mut ScalerState::default());
+    // The held request is the value too: it asks for a replica (ceil(1 / 2) = 1).
+    assert_eq!(
+        (e.value, e.activity),
+        (Some(1.0), crate::scaling::Activity::Active)
+    );
+    // A metric that does not count held requests has no value before the pods.
+    let kv = Policy::parse("kv:0.8").unwrap();
+    let e = crate::scaling::evaluate(&kv, &obs, &mut ScalerState::default());
     assert_eq!(
         (e.value, e.activity),
         (None, crate::scaling::Activity::Active)
@@ -415,7 +423,10 @@ fn held_requests_wake_before_the_pods_are_known() {
         ..observe(0.0, 0, &[], 0.0)
     };
     let e = crate::scaling::evaluate(&policy, &nothing_held, &mut ScalerState::default());
-    assert_eq!(e.activity, crate::scaling::Activity::Unknown);
+    assert_eq!(
+        (e.value, e.activity),
+        (None, crate::scaling::Activity::Unknown)
+    );
 }
 
 #[test]
