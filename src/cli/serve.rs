@@ -59,9 +59,13 @@ pub struct Args {
     /// then answer with errors.
     #[arg(long, default_value_t = 300.0)]
     pub stale_after_seconds: f64,
-    /// The most triggers followed at once; a call for one more is RESOURCE_EXHAUSTED.
+    /// The most triggers followed at once; a call for one more is RESOURCE_EXHAUSTED unless a
+    /// quiet one gives way.
     #[arg(long, default_value_t = 1000)]
     pub max_targets: usize,
+    /// The most triggers followed at once in one namespace.
+    #[arg(long, default_value_t = 200)]
+    pub max_targets_per_namespace: usize,
     /// The most gRPC connections at once; one more is closed as it is accepted.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
@@ -142,6 +146,10 @@ fn at_least_one(flag: &str, n: usize) -> anyhow::Result<usize> {
 pub fn limits(args: &Args) -> anyhow::Result<Limits> {
     Ok(Limits {
         max_targets: at_least_one("--max-targets", args.max_targets)?,
+        max_targets_per_namespace: at_least_one(
+            "--max-targets-per-namespace",
+            args.max_targets_per_namespace,
+        )?,
         max_connections: at_least_one("--max-connections", args.max_connections)?,
         connection_idle: positive_seconds(
             "--connection-idle-seconds",

@@ -13,10 +13,21 @@ use std::time::Duration;
 /// The scaler's operational limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Triggers with a collector at once; a call for one more is `RESOURCE_EXHAUSTED`. Default
-    /// 1,000: far more ScaledObjects than one KEDA install runs, few enough to bound memory.
-    /// `--max-targets`.
+    /// Triggers with a collector at once; a reading call for one more is `RESOURCE_EXHAUSTED`
+    /// unless one gives way (`spec_only_stop`, `evict_after`). Default 1,000: far more
+    /// ScaledObjects than one KEDA install runs, few enough to bound memory. `--max-targets`.
     pub max_targets: usize,
+    /// Triggers with a collector at once in one namespace, so one namespace cannot take them
+    /// all. Default 200: a fifth of `max_targets`. `--max-targets-per-namespace`.
+    pub max_targets_per_namespace: usize,
+    /// A collector that only `GetMetricSpec` asked for (KEDA reconciled a ScaledObject that may
+    /// be gone since) stops after this long without a call, and gives way at once to a trigger
+    /// KEDA reads. Default 60 s: a live ScaledObject is read within its polling interval.
+    pub spec_only_stop: Duration,
+    /// When a cap is reached, a collector no call has asked about for this long gives way to a
+    /// new trigger (the least recently asked first). Default 120 s: four of KEDA's default
+    /// polling intervals, so only a deleted or paused ScaledObject goes this quiet under load.
+    pub evict_after: Duration,
     /// gRPC connections at once; one more is closed as it is accepted. Default 512: KEDA keeps
     /// one or two, and each costs a file descriptor. `--max-connections`.
     pub max_connections: usize,
@@ -86,6 +97,9 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_targets: 1000,
+            max_targets_per_namespace: 200,
+            spec_only_stop: Duration::from_secs(60),
+            evict_after: Duration::from_secs(120),
             max_connections: 512,
             connection_idle: Duration::from_secs(120),
             first_answer_wait: Duration::from_secs(1),
@@ -116,8 +130,10 @@ impl Limits {
         (self.staleness / 4).clamp(Duration::from_millis(250), Duration::from_secs(10))
     }
 
-    /// How often idle collectors are looked for: four times per idle span, between 1 s and 60 s.
+    /// How often idle collectors are looked for: four times per shortest idle span (of
+    /// `idle_stop` and `spec_only_stop`), between 250 ms and 60 s.
     pub fn reap_every(&self) -> Duration {
-        (self.idle_stop / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+        (self.idle_stop.min(self.spec_only_stop) / 4)
+            .clamp(Duration::from_millis(250), Duration::from_secs(60))
     }
 }

@@ -156,15 +156,14 @@ impl Listening {
             epoch: Instant::now(),
             limits,
         };
-        let registry = Arc::new(Registry::new(shared, limits.max_targets));
+        let registry = Arc::new(Registry::new(shared, &limits));
         let reaper = {
             let registry = registry.clone();
-            let idle = limits.idle_stop;
             tokio::spawn(async move {
                 let mut every = tokio::time::interval(limits.reap_every());
                 loop {
                     every.tick().await;
-                    registry.reap(idle);
+                    registry.reap(limits.idle_stop, limits.spec_only_stop);
                 }
             })
         };

@@ -14,7 +14,7 @@ use super::proto::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
     MetricValue, ScaledObjectRef,
 };
-use super::registry::{Registry, Target};
+use super::registry::{Call, Registry, Target};
 use super::telemetry::Telemetry;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -39,15 +39,14 @@ type IsActiveStream = Pin<Box<dyn Stream<Item = Result<IsActiveResponse, Status>
 type SpecStream = Pin<Box<dyn Stream<Item = Result<GetMetricSpecResponse, Status>> + Send>>;
 
 impl Scaler {
+    /// The target a reading call asks about.
     fn target(&self, r: &ScaledObjectRef) -> Result<Arc<Target>, Status> {
         let spec =
             TargetSpec::from_metadata(&r.name, &r.namespace, &r.scaler_metadata, &self.allowed)
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.registry.target(spec).map_err(|max| {
-            Status::resource_exhausted(format!(
-                "{max} triggers are being followed, the most this scaler takes (--max-targets)"
-            ))
-        })
+        self.registry
+            .target(spec, Call::Read)
+            .map_err(|full| Status::resource_exhausted(full.to_string()))
     }
 
     /// The answer `pick` takes from the target's latest reading. In a collector's first moments
@@ -181,14 +180,15 @@ impl ExternalScaler for Scaler {
     ) -> Result<Response<GetMetricSpecResponse>, Status> {
         // From the metadata alone: KEDA's fallback only applies once it has a spec
         // (kedacore/keda#8056), so nothing else (pods, API, activator, --max-targets) may fail
-        // this call. The collector is started here when there is room, so GetMetrics has a
-        // reading sooner.
+        // this call. The collector is started here when there is room (never making room: a
+        // spec-only collector is a head start, and stops soon), so GetMetrics has a reading
+        // sooner.
         let r = request.get_ref();
         let result =
             TargetSpec::from_metadata(&r.name, &r.namespace, &r.scaler_metadata, &self.allowed)
                 .map_err(|e| Status::invalid_argument(e.to_string()))
                 .map(|spec| {
-                    let _ = self.registry.target(spec.clone());
+                    let _ = self.registry.target(spec.clone(), Call::Spec);
                     // One spec per metric (`metric: queue,kv`): KEDA's HPA takes the largest
                     // of their proposals.
                     let metric_specs = spec
