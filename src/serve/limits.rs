@@ -91,6 +91,10 @@ pub struct Limits {
     /// The largest counts document or event line accepted from an activator. Default 1 MiB:
     /// thousands of hosts' counts.
     pub activator_max_bytes: usize,
+    /// The most activator pods followed for one trigger (the ready endpoints of its Service, or
+    /// the URLs it names); ready ones past it count as unread, never as zero held. Default 32:
+    /// an activator runs a few replicas.
+    pub activator_max_endpoints: usize,
 }
 
 impl Default for Limits {
@@ -119,6 +123,7 @@ impl Default for Limits {
             activator_backoff: Duration::from_millis(100),
             activator_backoff_max: Duration::from_secs(5),
             activator_max_bytes: 1 << 20,
+            activator_max_endpoints: 32,
         }
     }
 }

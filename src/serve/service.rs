@@ -76,8 +76,11 @@ impl Scaler {
         }
     }
 
+    /// UNAVAILABLE with why, bounded ([`crate::limits::ERROR_TEXT_BYTES`]): the text names
+    /// pods and activators, and KEDA shows it in logs and events.
     fn unavailable(target: &Target, why: &str) -> Status {
-        Status::unavailable(format!("{}: {why}", target.spec.label()))
+        let text = format!("{}: {why}", target.spec.label());
+        Status::unavailable(crate::limits::cut(&text, crate::limits::ERROR_TEXT_BYTES))
     }
 
     fn count<T>(&self, method: &str, result: Result<T, Status>) -> Result<T, Status> {
