@@ -73,6 +73,14 @@ pub struct Args {
     /// scaler pings three times in that span, so live clients always answer).
     #[arg(long, default_value_t = 120.0)]
     pub connection_idle_seconds: f64,
+    /// The most connections to the metrics port at once; at the cap a silent one gives way to
+    /// a new one, or the new one is closed.
+    #[arg(long, default_value_t = 64)]
+    pub metrics_max_connections: usize,
+    /// Seconds a new connection (either port) has to send its first byte, and a metrics
+    /// request its whole head.
+    #[arg(long, default_value_t = 10.0)]
+    pub header_timeout_seconds: f64,
     /// After SIGTERM, how long calls in flight have before the process exits (streams end at once).
     #[arg(long, default_value_t = 10.0)]
     pub drain_seconds: f64,
@@ -155,6 +163,11 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
             "--connection-idle-seconds",
             args.connection_idle_seconds,
         )?,
+        metrics_max_connections: at_least_one(
+            "--metrics-max-connections",
+            args.metrics_max_connections,
+        )?,
+        header_timeout: positive_seconds("--header-timeout-seconds", args.header_timeout_seconds)?,
         drain: seconds_from_zero("--drain-seconds", args.drain_seconds)?,
         idle_stop: positive_seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
         max_page_bytes: args.max_page_bytes,
@@ -175,6 +188,7 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
     let limits = limits(&args)?;
+    crate::edge::descriptors::raise_and_log();
     let metrics_listen =
         match args.metrics_listen.as_str() {
             "none" => None,

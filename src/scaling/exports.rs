@@ -12,9 +12,12 @@ use super::policy::{Metric, Policy};
 use crate::metrics::profile::Profile;
 use crate::metrics::{Server, ServerChoice};
 
+/// Whether a profile reads a series.
+type Has = fn(&Profile) -> bool;
+
 /// What a metric needs from a page beyond the queue series every server has, and whether a
 /// profile has it; `None` for the metrics every server can give.
-fn need(metric: Metric) -> Option<(&'static str, fn(&Profile) -> bool)> {
+fn need(metric: Metric) -> Option<(&'static str, Has)> {
     match metric {
         Metric::Queue | Metric::Waiting | Metric::Running | Metric::Occupancy => None,
         Metric::Kv => Some(("KV-cache usage gauge", |p| !p.kv.is_empty())),

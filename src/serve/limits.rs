@@ -28,8 +28,9 @@ pub struct Limits {
     /// new trigger (the least recently asked first). Default 120 s: four of KEDA's default
     /// polling intervals, so only a deleted or paused ScaledObject goes this quiet under load.
     pub evict_after: Duration,
-    /// gRPC connections at once; one more is closed as it is accepted. Default 512: KEDA keeps
-    /// one or two, and each costs a file descriptor. `--max-connections`.
+    /// gRPC connections at once; at the cap a new one takes the place of the oldest that has
+    /// sent nothing, or is closed as it is accepted. Default 512: KEDA keeps one or two, and
+    /// each costs a file descriptor. `--max-connections`.
     pub max_connections: usize,
     /// A gRPC connection is closed after this long without a byte from its client (the server
     /// pings three times in it, so a live client always answers in time). Default 120 s.
@@ -40,14 +41,25 @@ pub struct Limits {
     /// longer); later calls never wait. Default 1 s: well inside the 3 s KEDA gives the HPA's
     /// calls, and a polling trigger's first call answers rather than waiting a whole interval.
     pub first_answer_wait: Duration,
+    /// Connections to the metrics port (`/metrics`, `/healthz`) at once; at the cap a new one
+    /// takes the place of the oldest that has sent nothing, or is closed. Default 64:
+    /// Prometheus and the kubelet need a few. `--metrics-max-connections`.
+    pub metrics_max_connections: usize,
+    /// A new connection to either port must send its first byte within this, and on the
+    /// metrics port a whole request head (the same timer closes a keep-alive connection idle
+    /// between requests there). Default 10 s. `--header-timeout-seconds`.
+    pub header_timeout: Duration,
+    /// A metrics-port connection is closed after this long without a byte from its client.
+    /// Default 30 s.
+    pub metrics_idle: Duration,
     /// After SIGTERM: streams are closed at once, and calls in flight get this long. Default
     /// 10 s, well inside Kubernetes' 30 s grace period. `--drain-seconds`.
     pub drain: Duration,
     /// How often `StreamIsActive` repeats the current answer when nothing changes. Default 10 s:
     /// KEDA needs no repeat, but a repeat shows a stream is alive.
     pub heartbeat: Duration,
-    /// The pause after a failed `accept` (out of descriptors, say) before the next. Default
-    /// 50 ms: short enough to recover at once, long enough not to spin.
+    /// The pause after a failed `accept` (out of descriptors, say) before the next, on either
+    /// port. Default 50 ms: short enough to recover at once, long enough not to spin.
     pub accept_backoff: Duration,
     /// A collector no call has asked about for this long stops. Default 600 s: KEDA asks every
     /// polling interval (30 s by default), so only a deleted ScaledObject goes this quiet.
@@ -107,6 +119,9 @@ impl Default for Limits {
             max_connections: 512,
             connection_idle: Duration::from_secs(120),
             first_answer_wait: Duration::from_secs(1),
+            metrics_max_connections: 64,
+            header_timeout: Duration::from_secs(10),
+            metrics_idle: Duration::from_secs(30),
             drain: Duration::from_secs(10),
             heartbeat: Duration::from_secs(10),
             accept_backoff: Duration::from_millis(50),
