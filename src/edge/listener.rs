@@ -13,7 +13,8 @@
 //!   a real client out, and a client that speaks (KEDA's pooled connection, a scrape in
 //!   progress, a `/queue/watch` stream) is never pushed out by one;
 //! - a connection must send its first byte within `first_byte`;
-//! - after that, one with no byte from its client for `idle` is closed.
+//! - after that, one with no byte from its client for `idle` is closed (or, with
+//!   `idle_on_writes`, with no byte either way: a stream to a silent client stays open).
 //!
 //! [`serve_http`] adds a request-head timeout for HTTP/1.1 (the same timer closes a keep-alive
 //! connection idle between requests). Every accepted socket gets `TCP_NODELAY`.
@@ -43,6 +44,10 @@ pub struct Bounds {
     pub first_byte: Duration,
     /// After its first byte, a connection is closed after this long without one.
     pub idle: Duration,
+    /// Whether bytes the client takes also count against `idle`, for a port that streams to a
+    /// client that sends nothing more (an admin port's `/queue/watch`). Off where the server
+    /// pings and a live client answers (gRPC), or every answer is short (metrics).
+    pub idle_on_writes: bool,
     /// The pause after a failed `accept` (out of descriptors, say) before the next.
     pub accept_backoff: Duration,
 }
@@ -107,7 +112,19 @@ pub struct Conn {
     slot: Arc<Slot>,
     slots: Arc<Slots>,
     idle: Duration,
+    idle_on_writes: bool,
     deadline: Pin<Box<Sleep>>,
+}
+
+impl Conn {
+    /// Bytes were written: with `idle_on_writes`, the idle span starts again (once the client
+    /// has spoken: a silent one keeps its first-byte deadline).
+    fn wrote(&mut self, n: usize) {
+        if self.idle_on_writes && n > 0 && self.slot.spoke.load(Ordering::Acquire) {
+            let next = Instant::now() + self.idle;
+            self.deadline.as_mut().reset(next);
+        }
+    }
 }
 
 impl Drop for Conn {
@@ -171,7 +188,11 @@ impl AsyncWrite for Conn {
         if this.slot.evicted.load(Ordering::Acquire) {
             return Poll::Ready(Err(gave_way()));
         }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let written = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = written {
+            this.wrote(n);
+        }
+        written
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -191,7 +212,11 @@ impl AsyncWrite for Conn {
         if this.slot.evicted.load(Ordering::Acquire) {
             return Poll::Ready(Err(gave_way()));
         }
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = written {
+            this.wrote(n);
+        }
+        written
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -249,6 +274,7 @@ pub fn incoming(
                 slot,
                 slots: slots.clone(),
                 idle: bounds.idle,
+                idle_on_writes: bounds.idle_on_writes,
                 deadline: Box::pin(tokio::time::sleep(bounds.first_byte)),
             };
             return Some((Ok(conn), (listener, slots)));
@@ -314,6 +340,62 @@ mod tests {
         // One closes: room again.
         s.release(c.id);
         assert!(s.take().is_some());
+    }
+
+    /// A loopback listener with a 300 ms idle span, and a client connected to it that has sent
+    /// one byte; the server's end of that connection.
+    async fn spoken(idle_on_writes: bool) -> (Conn, tokio::net::TcpStream) {
+        use tokio::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let bounds = Bounds {
+            max_connections: 4,
+            first_byte: Duration::from_secs(5),
+            idle: Duration::from_millis(300),
+            idle_on_writes,
+            accept_backoff: Duration::from_millis(10),
+        };
+        let mut conns = Box::pin(incoming(listener, bounds, "test"));
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut server = conns.next().await.unwrap().unwrap();
+        client.write_all(b"x").await.unwrap();
+        let mut one = [0u8; 1];
+        tokio::io::AsyncReadExt::read_exact(&mut server, &mut one)
+            .await
+            .unwrap();
+        (server, client)
+    }
+
+    #[tokio::test]
+    async fn a_stream_to_a_silent_client_is_idle_only_when_nothing_moves() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for idle_on_writes in [true, false] {
+            let (mut server, mut client) = spoken(idle_on_writes).await;
+            // The server writes every 100 ms for a second; the client reads and says nothing.
+            let drain = tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                while client.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+            });
+            let mut open_for = Duration::ZERO;
+            for _ in 0..10 {
+                if server.write_all(b"event\n").await.is_err() {
+                    break;
+                }
+                let mut buf = [0u8; 1];
+                let read = tokio::time::timeout(Duration::from_millis(100), server.read(&mut buf));
+                if let Ok(Err(_)) = read.await {
+                    break;
+                }
+                open_for += Duration::from_millis(100);
+            }
+            if idle_on_writes {
+                assert_eq!(open_for, Duration::from_secs(1), "the stream was cut");
+            } else {
+                assert!(open_for < Duration::from_secs(1), "open for {open_for:?}");
+            }
+            drop(server);
+            let _ = drain.await;
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub fn grpc(limits: &Limits) -> Bounds {
         max_connections: limits.max_connections,
         first_byte: limits.header_timeout.min(limits.connection_idle),
         idle: limits.connection_idle,
+        idle_on_writes: false,
         accept_backoff: limits.accept_backoff,
     }
 }
@@ -31,6 +32,7 @@ pub fn metrics(limits: &Limits) -> Bounds {
         max_connections: limits.metrics_max_connections,
         first_byte: limits.header_timeout.min(limits.metrics_idle),
         idle: limits.metrics_idle,
+        idle_on_writes: false,
         accept_backoff: limits.accept_backoff,
     }
 }
