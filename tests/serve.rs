@@ -275,6 +275,14 @@ async fn bad_metadata_is_invalid_argument_naming_the_key() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::NotFound);
+    // A huge name is not echoed whole (a status message travels in a header).
+    let huge = "m".repeat(100_000);
+    let e = c
+        .get_metrics(metrics_request(&so, &huge))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound, "{}", e.message().len());
+    assert!(e.message().len() < 1024, "{}", e.message().len());
     // StreamMetricSpec is not implemented: KEDA falls back to polling GetMetricSpec.
     let e = c.stream_metric_spec(so).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unimplemented);

@@ -227,9 +227,9 @@ impl ExternalScaler for Scaler {
                 .map(|n| n.0)
                 .collect();
             let Some(index) = names.iter().position(|n| *n == req.metric_name) else {
+                let asked = crate::limits::cut(&req.metric_name, crate::limits::FAILURE_TEXT_BYTES);
                 return Err(Status::not_found(format!(
-                    "metric {:?}: this trigger's metrics are {names:?}",
-                    req.metric_name
+                    "metric {asked:?}: this trigger's metrics are {names:?}"
                 )));
             };
             let value = self
