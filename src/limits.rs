@@ -33,6 +33,25 @@ pub const METADATA_VALUE_BYTES: usize = 2048;
 pub const PATH_BYTES: usize = 256;
 pub const URL_BYTES: usize = 512;
 
+/// The longest error text KEDA is shown (a gRPC status message travels in a header, and KEDA
+/// logs it and puts it in events): longer ones are cut, saying so.
+pub const ERROR_TEXT_BYTES: usize = 1024;
+
+/// The longest piece of one failure kept in a summary of several.
+pub const FAILURE_TEXT_BYTES: usize = 200;
+
+/// `text` cut to at most `max` bytes on a character boundary, marked with `...` when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
 /// A duration in seconds within `(0, max]` (or `[0, max]` with `zero_ok`), or why not.
 pub fn seconds(v: f64, zero_ok: bool, max: f64) -> Result<Duration, String> {
     let low_ok = if zero_ok { v >= 0.0 } else { v > 0.0 };
@@ -66,6 +85,15 @@ mod tests {
         assert_eq!(seconds(0.0, true, MAX_SECONDS), Ok(Duration::ZERO));
         assert!(seconds(f64::NAN, true, MAX_SECONDS).is_err());
         assert_eq!(seconds(1.5, false, 2.0), Ok(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn texts_are_cut_on_a_character_boundary() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("0123456789abc", 10), "0123456...");
+        let cut_utf8 = cut("ééééé", 6);
+        assert_eq!(cut_utf8, "é...");
+        assert!(cut_utf8.len() <= 6);
     }
 
     #[test]

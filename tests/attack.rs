@@ -130,9 +130,11 @@ async fn oversized_metadata_and_too_many_targets_are_refused() {
     let e = c.is_active(object("chat", &many)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
 
+    // Three triggers KEDA reads fill the scaler (a spec-only one would give way).
     for i in 0..3 {
         let so = object(&format!("chat-{i}"), &trigger(&[]));
-        c.get_metric_spec(so).await.unwrap();
+        c.get_metric_spec(so.clone()).await.unwrap();
+        let _ = c.is_active(so).await;
     }
     // A target past the limit: its spec still answers (from the metadata alone, so KEDA's
     // fallback can apply), its value and activity are refused.

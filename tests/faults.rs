@@ -172,6 +172,50 @@ async fn a_new_collector_wakes_on_its_first_instant() {
     eprintln!("new collector: StreamIsActive pushed true {took:?} after it was opened");
 }
 
+/// Issue 25: a new collector answered UNAVAILABLE ("nothing read yet") to the first IsActive and
+/// GetMetrics with a request held, so a polling `external` trigger waited a whole polling
+/// interval. Now the first calls answer from the activator's held demand before any pod has been
+/// scraped (here the only pod hangs for its 5 s scrape timeout): one call each, no retry,
+/// IsActive true and a value that asks for a replica (1 held at a threshold of 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_first_calls_answer_from_held_demand_before_any_scrape() {
+    let hang = pod("127.0.0.1:0", Behaviour::Hang);
+    let act = activator("chat");
+    act.set_held(1);
+    let running_server = start(Config {
+        allowed_activators: vec![act.url()],
+        ..statics(&[("chat", vec![hang.url()])])
+    })
+    .await;
+    let mut c = client(running_server.grpc).await;
+    let meta = |name: &str| {
+        let mut meta = trigger("chat", "2");
+        meta.retain(|(k, _)| !k.starts_with("scrape"));
+        meta.push(("scrapeTimeoutSeconds", "5".to_owned()));
+        meta.push(("activatorUrl", act.url()));
+        object(name, &meta)
+    };
+    let started = Instant::now();
+    // IsActive first on one new trigger, GetMetrics first on another, each a new collector.
+    let first = meta("chat-a");
+    let active = c.is_active(first.clone()).await;
+    assert!(
+        active.as_ref().is_ok_and(|r| r.get_ref().result),
+        "{active:?}"
+    );
+    let second = meta("chat-b");
+    for so in [&first, &second] {
+        let r = c
+            .get_metrics(metrics_request(so, "infscale-queue-chat"))
+            .await;
+        let value = r.map(|r| r.into_inner().metric_values[0].metric_value_float);
+        assert_eq!(value.as_ref().ok(), Some(&1.0), "{}: {value:?}", so.name);
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "answered after {took:?}");
+    eprintln!("first calls answered from held demand within {took:?}");
+}
+
 /// (d) A release is not idle until a scrape that began after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_release_is_not_idle_before_a_later_scrape() {
@@ -317,9 +361,14 @@ async fn series_per_trigger_removed_when_the_collector_stops() {
     assert_eq!(values.len(), 2, "{text}");
     for (name, threshold) in [("chat-small", "2"), ("chat-large", "8")] {
         let series = format!(
-            "infscale_target_value{{namespace=\"llm\",scaledobject=\"{name}\",target=\"chat\",metric=\"queue\",threshold=\"{threshold}\"}} 4"
+            "infscale_target_value{{namespace=\"llm\",scaledobject=\"{name}\",target=\"chat\",metric=\"queue\",threshold=\"{threshold}\",trigger=\""
         );
-        assert!(values.iter().any(|l| l.starts_with(&series)), "{text}");
+        assert!(
+            values
+                .iter()
+                .any(|l| l.starts_with(&series) && l.ends_with("\"} 4.0")),
+            "{text}"
+        );
     }
     // No call for a while: the collectors stop, and their series with them.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -339,6 +388,56 @@ async fn series_per_trigger_removed_when_the_collector_stops() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Issue 25: triggers of one ScaledObject that differ only in `server` or in
+/// `scrapeIntervalSeconds` shared one set of labels, so Prometheus saw one series for two
+/// triggers, and a trigger with no value removed the series of one that had one (absent in 87
+/// of 200 reads). Each trigger now has its own series: every read of `/metrics` shows the two
+/// that have a value, while a third (the wrong server: no value) has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn triggers_differing_only_in_server_or_interval_have_their_own_series() {
+    let replica = pod("127.0.0.1:0", Behaviour::Page(vllm_running(4)));
+    let running_server = start(statics(&[("chat", vec![replica.url()])])).await;
+    let mut c = client(running_server.grpc).await;
+    let with = |key: &'static str, value: &str| {
+        let mut meta = trigger("chat", "2");
+        meta.retain(|(k, _)| *k != key);
+        meta.push((key, value.to_owned()));
+        object("chat", &meta)
+    };
+    let named = with("server", "vllm");
+    let slower = with("scrapeIntervalSeconds", "0.3");
+    let wrong = with("server", "sglang");
+    for so in [&named, &slower] {
+        let req = metrics_request(so, "infscale-queue-chat");
+        assert_eq!(value_when(&mut c, &req, Some(4.0)).await, 4.0);
+    }
+    active_when(&mut c, &wrong, Ok(true), Duration::from_secs(10)).await;
+    let req = metrics_request(&wrong, "infscale-queue-chat");
+    assert!(
+        c.get_metrics(req).await.is_err(),
+        "the wrong server has a value"
+    );
+    let prefix = "infscale_target_value{namespace=\"llm\",scaledobject=\"chat\",target=\"chat\",metric=\"queue\",threshold=\"2\",trigger=\"";
+    let mut seen = std::collections::BTreeSet::new();
+    for read in 0..40 {
+        let text = running_server.metrics_text().await;
+        let values: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("infscale_target_value{"))
+            .collect();
+        assert_eq!(values.len(), 2, "read {read}: {values:?}");
+        for v in values {
+            assert!(
+                v.starts_with(prefix) && v.ends_with("\"} 4.0"),
+                "read {read}: {v}"
+            );
+            seen.insert(v.to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
 }
 
 /// A trigger that names the wrong server is a configuration error, said once and exported with

@@ -154,7 +154,8 @@ async fn keda_calls_against_a_stand_in_cluster() {
         .unwrap();
     assert!(text.contains("infscale_collectors 1"), "{text}");
     assert!(
-        text.contains("infscale_target_value{namespace=\"llm\",scaledobject=\"chat\",target=\"chat\",metric=\"queue\",threshold=\"24\"} 1"),
+        text.lines().any(|l| l.starts_with("infscale_target_value{namespace=\"llm\",scaledobject=\"chat\",target=\"chat\",metric=\"queue\",threshold=\"24\",trigger=\"")
+            && l.ends_with("\"} 1.0")),
         "{text}"
     );
     drop(api);
@@ -274,9 +275,95 @@ async fn bad_metadata_is_invalid_argument_naming_the_key() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::NotFound);
+    // A huge name is not echoed whole (a status message travels in a header).
+    let huge = "m".repeat(100_000);
+    let e = c
+        .get_metrics(metrics_request(&so, &huge))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound, "{}", e.message().len());
+    assert!(e.message().len() < 1024, "{}", e.message().len());
     // StreamMetricSpec is not implemented: KEDA falls back to polling GetMetricSpec.
     let e = c.stream_metric_spec(so).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unimplemented);
+}
+
+/// Issue 25: `metric: kv`, `ttft` or `cpu` with `server: llamacpp` was accepted and answered
+/// UNAVAILABLE forever ("rates need two scrapes"). Now the trigger is refused where it is read:
+/// GetMetricSpec and IsActive are INVALID_ARGUMENT naming the server, the metric and what the
+/// server does export, no collector starts, and `decide` and `kube` refuse the same flags with
+/// the same words (one core check), exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metric_the_named_server_cannot_export_is_refused_at_the_trigger() {
+    let llama = pod("127.0.0.1:0", Behaviour::Page(page("llamacpp.prom")));
+    let running = start(Config {
+        statics: HashMap::from([("chat".to_owned(), vec![llama.url()])]),
+        ..config()
+    })
+    .await;
+    let mut c = client(running.grpc).await;
+    let gives = "llamacpp gives queue, waiting, running, occupancy, work";
+    for (metric, threshold, lacks) in [
+        ("kv", "0.8", "KV-cache usage gauge"),
+        ("ttft", "2", "time-to-first-token histogram"),
+        ("cpu", "70", "process CPU counter"),
+        ("queue,kv", "4,0.8", "KV-cache usage gauge"),
+    ] {
+        let so = object(
+            "chat",
+            &[
+                ("threshold", threshold.to_owned()),
+                ("metric", metric.to_owned()),
+                ("server", "llamacpp".to_owned()),
+            ],
+        );
+        let spec = c.get_metric_spec(so.clone()).await.unwrap_err();
+        let active = c.is_active(so).await.unwrap_err();
+        for e in [spec, active] {
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{metric}: {e:?}");
+            let m = e.message();
+            assert!(m.contains("trigger metadata metric"), "{m}");
+            assert!(m.contains("server llamacpp exports no"), "{m}");
+            assert!(m.contains(lacks), "{m}");
+            assert!(m.contains(gives), "{m}");
+        }
+    }
+    // The same server with a metric it exports is followed and read.
+    let so = object(
+        "chat",
+        &[
+            ("threshold", "4".to_owned()),
+            ("metric", "queue".to_owned()),
+            ("server", "llamacpp".to_owned()),
+        ],
+    );
+    let req = metrics_request(&so, "infscale-queue-chat");
+    assert_eq!(value_when(&mut c, &req, Some(7.0)).await, 7.0);
+    let text = running.metrics_text().await;
+    assert!(text.contains("infscale_collectors 1"), "{text}");
+
+    // decide and kube read the same pair through the same check.
+    let decide = std::process::Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args(["decide", &fixture("llamacpp.prom"), "--server", "llamacpp"])
+        .args(["--metric", "kv", "--target", "0.8"])
+        .output()
+        .unwrap();
+    let kube = std::process::Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args(["kube", "--deployment", "chat", "--server", "llamacpp"])
+        .args(["--metric", "kv", "--target", "0.8", "--kube-api"])
+        .arg(common::scaler::refused_url())
+        .output()
+        .unwrap();
+    for out in [decide, kube] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr
+                .contains("server llamacpp exports no KV-cache usage gauge, which metric kv needs"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(gives), "{stderr}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -173,6 +173,7 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
     let config = config(&args)?;
+    crate::edge::descriptors::raise_and_log();
     let bound = server::bind(config).await?;
     bound.run(shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

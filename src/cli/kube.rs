@@ -61,6 +61,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
+    crate::scaling::exports::check(args.server, &policy)?;
     let held = held_flag(args.held)?;
     let now = args.now.unwrap_or_else(unix_now);
     let target = DeploymentRef {

@@ -59,9 +59,13 @@ pub struct Args {
     /// then answer with errors.
     #[arg(long, default_value_t = 300.0)]
     pub stale_after_seconds: f64,
-    /// The most triggers followed at once; a call for one more is RESOURCE_EXHAUSTED.
+    /// The most triggers followed at once; a call for one more is RESOURCE_EXHAUSTED unless a
+    /// quiet one gives way.
     #[arg(long, default_value_t = 1000)]
     pub max_targets: usize,
+    /// The most triggers followed at once in one namespace.
+    #[arg(long, default_value_t = 200)]
+    pub max_targets_per_namespace: usize,
     /// The most gRPC connections at once; one more is closed as it is accepted.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
@@ -69,6 +73,14 @@ pub struct Args {
     /// scaler pings three times in that span, so live clients always answer).
     #[arg(long, default_value_t = 120.0)]
     pub connection_idle_seconds: f64,
+    /// The most connections to the metrics port at once; at the cap a silent one gives way to
+    /// a new one, or the new one is closed.
+    #[arg(long, default_value_t = 64)]
+    pub metrics_max_connections: usize,
+    /// Seconds a new connection (either port) has to send its first byte, and a metrics
+    /// request its whole head.
+    #[arg(long, default_value_t = 10.0)]
+    pub header_timeout_seconds: f64,
     /// After SIGTERM, how long calls in flight have before the process exits (streams end at once).
     #[arg(long, default_value_t = 10.0)]
     pub drain_seconds: f64,
@@ -142,11 +154,20 @@ fn at_least_one(flag: &str, n: usize) -> anyhow::Result<usize> {
 pub fn limits(args: &Args) -> anyhow::Result<Limits> {
     Ok(Limits {
         max_targets: at_least_one("--max-targets", args.max_targets)?,
+        max_targets_per_namespace: at_least_one(
+            "--max-targets-per-namespace",
+            args.max_targets_per_namespace,
+        )?,
         max_connections: at_least_one("--max-connections", args.max_connections)?,
         connection_idle: positive_seconds(
             "--connection-idle-seconds",
             args.connection_idle_seconds,
         )?,
+        metrics_max_connections: at_least_one(
+            "--metrics-max-connections",
+            args.metrics_max_connections,
+        )?,
+        header_timeout: positive_seconds("--header-timeout-seconds", args.header_timeout_seconds)?,
         drain: seconds_from_zero("--drain-seconds", args.drain_seconds)?,
         idle_stop: positive_seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
         max_page_bytes: args.max_page_bytes,
@@ -167,6 +188,7 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
     let limits = limits(&args)?;
+    crate::edge::descriptors::raise_and_log();
     let metrics_listen =
         match args.metrics_listen.as_str() {
             "none" => None,

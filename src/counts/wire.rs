@@ -51,7 +51,20 @@ pub fn event(counts: &QueueCounts) -> Bytes {
 
 /// Counts from a document (an event's data, or a `/queue` answer).
 pub fn counts(doc: &[u8]) -> Result<QueueCounts, WireError> {
-    serde_json::from_slice(doc).map_err(|e| WireError::NotCounts(e.to_string()))
+    serde_json::from_slice(doc).map_err(|e| WireError::NotCounts(unlike_counts(&e)))
+}
+
+/// What is wrong with a document, in words of our own and its position: serde's own text
+/// quotes the peer's values, and this error reaches KEDA (a peer's answer is never echoed).
+fn unlike_counts(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "unreadable",
+        Category::Syntax => "not JSON",
+        Category::Data => "JSON of another shape (a value of the wrong type)",
+        Category::Eof => "JSON that ends early",
+    };
+    format!("{what}, at line {} column {}", e.line(), e.column())
 }
 
 /// An incremental decoder of a watch stream: feed it chunks as they arrive, take the counts of

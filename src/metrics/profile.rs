@@ -119,9 +119,12 @@ pub struct Profile {
     pub ttft_buckets: Option<(&'static str, f64)>,
     /// Triton's cumulative microsecond counters: request, queue, compute.
     pub durations: Option<[&'static str; 3]>,
+    /// Whether the server's page carries the process collector's [`CPU_SECONDS`] (Python's
+    /// Prometheus client exports it by default; llama.cpp, TGI and Triton do not).
+    pub process_cpu: bool,
 }
 
-/// The CPU counter every server's process collector exports.
+/// The CPU counter a server's process collector exports (where it has one: `process_cpu`).
 pub const CPU_SECONDS: &str = "process_cpu_seconds_total";
 
 static PROFILES: [Profile; 6] = [
@@ -134,16 +137,19 @@ static PROFILES: [Profile; 6] = [
         prompt_tokens: &["vllm:prompt_tokens_total"],
         ttft_buckets: Some(("vllm:time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
+        process_cpu: true,
     },
     Profile {
         server: Server::LlamaCpp,
         running: &["llamacpp:requests_processing"],
         waiting: &["llamacpp:requests_deferred"],
-        kv: &["llamacpp:kv_cache_usage_ratio"],
+        // Its KV ratio gauge (`llamacpp:kv_cache_usage_ratio`) was removed upstream.
+        kv: &[],
         output_tokens: &["llamacpp:tokens_predicted_total"],
         prompt_tokens: &["llamacpp:prompt_tokens_total"],
         ttft_buckets: None,
         durations: None,
+        process_cpu: false,
     },
     Profile {
         server: Server::Sglang,
@@ -154,6 +160,7 @@ static PROFILES: [Profile; 6] = [
         prompt_tokens: &["sglang:prompt_tokens_total"],
         ttft_buckets: Some(("sglang:time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
+        process_cpu: true,
     },
     Profile {
         server: Server::Tgi,
@@ -164,6 +171,7 @@ static PROFILES: [Profile; 6] = [
         prompt_tokens: &["tgi_request_input_length_sum"],
         ttft_buckets: None,
         durations: None,
+        process_cpu: false,
     },
     Profile {
         server: Server::Triton,
@@ -178,6 +186,7 @@ static PROFILES: [Profile; 6] = [
             "nv_inference_queue_duration_us",
             "nv_inference_compute_infer_duration_us",
         ]),
+        process_cpu: false,
     },
     // trtllm-serve's names (tensorrt_llm/metrics/collector.py), then the Triton TensorRT-LLM
     // backend's (its README, "Triton Metrics"): "active" is the in-flight batch, "waiting" the
@@ -200,6 +209,7 @@ static PROFILES: [Profile; 6] = [
         prompt_tokens: &["trtllm_prompt_tokens_total"],
         ttft_buckets: Some(("trtllm_time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
+        process_cpu: true,
     },
 ];
 

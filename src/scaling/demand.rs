@@ -10,7 +10,9 @@
 //! they count as the HPA counts a pod with no metric (at the target when the rest ask to scale
 //! down, at 0 when they ask to scale up, and the current count is kept when that flips the
 //! direction), and the value returned is the one that makes the HPA ask for that count. With no
-//! replica readable, or the pods not known, there is no value at all, never a zero.
+//! replica readable, or the pods not known, there is no value at all, never a zero; except that
+//! requests held at the activator before the pods are known are the value (it holds only while
+//! no replica is ready).
 
 use super::hpa::replicas::{self, per_pod, Pod, PodTarget};
 use super::policy::{Metric, Policy};
@@ -74,8 +76,8 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         .sum::<f64>()
         + held_read;
     let (samples, reporting) = per_replica(policy, obs.replicas);
-    let silent = obs.replicas.len() as u32 - reporting;
-    let not_voting = obs.missing + silent;
+    let silent = (obs.replicas.len() as u32).saturating_sub(reporting);
+    let not_voting = obs.missing.saturating_add(silent);
     let held = if policy.metric.counts_held() {
         held_read
     } else {
@@ -83,8 +85,25 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
     };
     let at_zero = obs.replicas.is_empty() && obs.missing == 0;
     let mut value = if obs.scraped_at.is_none() {
-        lines.push("the pods are not known yet: no value".to_owned());
-        None
+        match obs.held {
+            // The activator holds requests only while it sees no ready replica: what it holds
+            // is the demand there is, before any pod list or scrape (a new collector answers
+            // from it at once rather than a polling interval later).
+            Some(h) if h > 0.0 && policy.metric.counts_held() => {
+                lines.push(format!(
+                    "the pods are not known yet; {} held at the activator, which holds only \
+                     while no replica is ready: {} = {} held",
+                    fmt(h),
+                    policy.metric,
+                    fmt(h)
+                ));
+                Some(h)
+            }
+            _ => {
+                lines.push("the pods are not known yet: no value".to_owned());
+                None
+            }
+        }
     } else if reporting == 0 {
         match obs.held {
             Some(_) if at_zero && policy.metric.counts_held() => {
@@ -152,7 +171,9 @@ fn as_the_hpa_counts_missing(
     not_voting: u32,
     lines: &mut Vec<String>,
 ) -> f64 {
-    let status = obs.status_replicas().max(reporting + not_voting);
+    let status = obs
+        .status_replicas()
+        .max(reporting.saturating_add(not_voting));
     let average = replicas::to_milli(value / f64::from(reporting));
     let pods: Vec<Pod> = (0..reporting)
         .map(|_| Pod::Ready {
@@ -172,8 +193,11 @@ fn as_the_hpa_counts_missing(
     } else {
         format!("at the target on the way down: {count}")
     };
-    // On milli-units, as KEDA hands the value over: exactly `count` targets.
-    let adjusted = (i64::from(count) * replicas::to_milli(policy.target)) as f64 / 1000.0;
+    // On milli-units, as KEDA hands the value over: exactly `count` targets. The product
+    // saturates (a count near i32::MAX at a 1e9 threshold passes i64::MAX), so it stays the
+    // largest value, never a wrapped negative one read as 0.
+    let adjusted =
+        i64::from(count).saturating_mul(replicas::to_milli(policy.target)) as f64 / 1000.0;
     lines.push(format!(
         "{not_voting} replica(s) without a sample: the {reporting} that reported ask for {alone}; \
          counted as the HPA counts missing pods ({rule}), so {} = {count} x {}",
@@ -315,6 +339,14 @@ fn no_sample_line(metric: Metric, obs: &Observation<'_>) -> String {
         "no first token was observed in the interval: no TTFT sample".to_owned()
     } else if obs.replicas.is_empty() {
         format!("no ready replica, and {metric} needs one: no sample")
+    } else if let Some((server, lacks)) = obs.replicas.iter().find_map(|r| {
+        super::exports::missing(r.signals.server, metric).map(|lacks| (r.signals.server, lacks))
+    }) {
+        // Found with `server: auto`: the pods' server can never give this metric.
+        format!(
+            "the pods serve {server}, which exports no {lacks}: {metric} can never be read \
+             there (no value)"
+        )
     } else {
         format!("no replica gave a {metric} sample (rates need two scrapes): no value")
     }

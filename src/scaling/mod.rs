@@ -1,6 +1,7 @@
 //! From load signals to a replica count, as KEDA and its HPA would compute it.
 //!
-//! [`policy`] says what to scale on; [`demand`] turns replica signals into the metric's value
+//! [`policy`] says what to scale on, and [`exports`] whether a named server can give it;
+//! [`demand`] turns replica signals into the metric's value
 //! (held requests included); [`lookahead`] and [`forecast`] project it over the cold start;
 //! [`floors`] puts the SLO-aware floor, the scale-down guard and the starting credit under it,
 //! counting on the rate per replica [`capacity`] learned; [`hold`] keeps replicas through
@@ -14,6 +15,7 @@ pub mod cold_start;
 pub mod decision;
 pub mod deletion_cost;
 pub mod demand;
+pub mod exports;
 pub mod fleet;
 pub mod floors;
 pub mod forecast;

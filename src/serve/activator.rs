@@ -91,12 +91,10 @@ fn host_counts(doc: &[u8], host: &str) -> Result<HostCounts, String> {
     Ok(counts.get(host).copied().unwrap_or_default())
 }
 
-/// A watch stream's failure as the follower reports it: a framing failure names the URL.
+/// A watch stream's failure as the follower reports it, naming the URL. The wire's errors
+/// never quote what the peer sent.
 fn wire_failure(url: &str, e: WireError) -> String {
-    match e {
-        WireError::NotCounts(_) => e.to_string(),
-        WireError::LineTooLong(_) | WireError::EventTooLong(_) => format!("{url}: {e}"),
-    }
+    format!("{url}: {e}")
 }
 
 async fn watch_events(
@@ -154,7 +152,7 @@ async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing, limit
                 .await
                 .map_err(|e| format!("{url}: {}", crate::edge::source::cause(&e)))?
                 .ok_or_else(|| format!("{url}: counts over {max_bytes} bytes"))?;
-            host_counts(&doc, &activator.host)
+            host_counts(&doc, &activator.host).map_err(|e| format!("{url}: {e}"))
         };
         let reading = tokio::time::timeout(timeout, reading)
             .await

@@ -8,6 +8,13 @@
 //! several separated by commas) is one activator. A pod that cannot be read is a fault, never
 //! zero held: the sum is then [`Counts::Partial`], which the collector believes only as far as
 //! it shows activity. A Service with no ready activator pod is a fault too.
+//!
+//! What is followed is bounded: only EndpointSlices the EndpointSlice controller manages for
+//! the Service (anyone who may write a slice could label one with its name), only IP addresses
+//! (an FQDN slice would send the scaler wherever a name resolves), and at most
+//! `activator_max_endpoints` pods; ready ones past the cap count as unread. Failures reach
+//! KEDA as a bounded summary (how many of how many, the first few), never as every pod's
+//! error joined.
 
 use super::activator::{self, Counts, Source};
 use super::limits::Limits;
@@ -84,11 +91,27 @@ async fn aggregate(
     limits: Limits,
 ) {
     let changed = Arc::new(Notify::new());
+    let cap = limits.activator_max_endpoints.max(1);
+    let mut warned = 0;
     let mut children: BTreeMap<String, Child> = BTreeMap::new();
     // A fixed list's sender is gone at once: its membership simply never changes.
     let mut membership_open = true;
     loop {
-        let membership = urls.borrow_and_update().clone();
+        let mut membership = urls.borrow_and_update().clone();
+        // Past the cap, the rest are not followed: they count as unread.
+        let mut unfollowed = 0;
+        if let Ok(list) = membership.as_mut() {
+            unfollowed = list.len().saturating_sub(cap);
+            list.truncate(cap);
+            if unfollowed > 0 && unfollowed != warned {
+                tracing::warn!(
+                    ready = list.len() + unfollowed,
+                    followed = cap,
+                    "more activator pods than are followed; the others count as unread"
+                );
+            }
+            warned = unfollowed;
+        }
         if let Ok(list) = &membership {
             children.retain(|url, _| list.contains(url));
             for url in list {
@@ -110,8 +133,8 @@ async fn aggregate(
             }
         }
         let sum = match membership {
-            Err(e) => Counts::Failed(e),
-            Ok(_) => sum(&children),
+            Err(e) => Counts::Failed(crate::limits::cut(&e, crate::limits::ERROR_TEXT_BYTES)),
+            Ok(_) => sum(&children, unfollowed, cap),
         };
         tx.send_if_modified(|current| {
             let differs = *current != sum;
@@ -129,8 +152,9 @@ async fn aggregate(
     }
 }
 
-/// The pods' counts summed, or what is known of them.
-fn sum(children: &BTreeMap<String, Child>) -> Counts {
+/// The pods' counts summed, or what is known of them; `unfollowed` ready pods past the cap
+/// are unread.
+fn sum(children: &BTreeMap<String, Child>, unfollowed: usize, cap: usize) -> Counts {
     if children.is_empty() {
         return Counts::Failed("no ready activator pod".to_owned());
     }
@@ -150,14 +174,49 @@ fn sum(children: &BTreeMap<String, Child>) -> Counts {
             Counts::Failed(e) => failed.push(e.clone()),
         }
     }
-    match failed.len() {
-        0 => Counts::Seen(total),
-        n if n == children.len() => Counts::Failed(failed.join("; ")),
-        _ => Counts::Partial {
-            read: total,
-            failed: failed.join("; "),
-        },
+    if failed.is_empty() && unfollowed == 0 {
+        return Counts::Seen(total);
     }
+    let why = summary(&failed, unfollowed, children.len() + unfollowed, cap);
+    if failed.len() == children.len() {
+        Counts::Failed(why)
+    } else {
+        Counts::Partial {
+            read: total,
+            failed: why,
+        }
+    }
+}
+
+/// The failures as bounded text: a lone failure as it is (cut short); several as how many of
+/// how many, the first three (each cut short) and how many more.
+fn summary(failed: &[String], unfollowed: usize, endpoints: usize, cap: usize) -> String {
+    use crate::limits::{cut, FAILURE_TEXT_BYTES};
+    if let ([one], 0) = (failed, unfollowed) {
+        return cut(one, FAILURE_TEXT_BYTES * 2);
+    }
+    let mut out = format!(
+        "{} of {endpoints} activator endpoints cannot be read",
+        failed.len() + unfollowed
+    );
+    if unfollowed > 0 {
+        out.push_str(&format!(
+            " ({unfollowed} not followed: {cap} are followed at most)"
+        ));
+    }
+    let shown: Vec<String> = failed
+        .iter()
+        .take(3)
+        .map(|f| cut(f, FAILURE_TEXT_BYTES))
+        .collect();
+    if !shown.is_empty() {
+        out.push_str(": ");
+        out.push_str(&shown.join("; "));
+    }
+    if failed.len() > shown.len() {
+        out.push_str(&format!("; and {} more", failed.len() - shown.len()));
+    }
+    out
 }
 
 fn add(total: &mut HostCounts, c: &HostCounts) {
@@ -218,14 +277,15 @@ async fn endpoints(
     };
     let api: Api<EndpointSlice> = Api::namespaced(client, &namespace);
     let (store, writer) = reflector::store();
-    let config = watcher::Config::default().labels(&format!("kubernetes.io/service-name={name}"));
+    let config = watcher::Config::default()
+        .labels(&format!("{SERVICE_NAME}={name},{MANAGED_BY}={CONTROLLER}"));
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
             Ok(_) => {
-                let urls = ready_urls(&store, port_name.as_deref(), port, &scheme);
+                let urls = ready_urls(&store, &name, port_name.as_deref(), port, &scheme);
                 tx.send_if_modified(|current| {
                     let new = Ok(urls);
                     let differs = *current != new;
@@ -240,16 +300,43 @@ async fn endpoints(
     }
 }
 
-/// `scheme://IP:PORT` for every ready endpoint, the port found by the Service port's name (or
-/// the only port, or the URL's port).
+/// The label naming a slice's Service, the one naming who manages it, and the controller's name.
+const SERVICE_NAME: &str = "kubernetes.io/service-name";
+const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+const CONTROLLER: &str = "endpointslice-controller.k8s.io";
+
+/// Whether the EndpointSlice controller wrote this slice for Service `service` (the watch asks
+/// for these only; checked again here, whatever the API answered).
+fn managed_for(slice: &EndpointSlice, service: &str) -> bool {
+    let labels = slice.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    label(SERVICE_NAME) == Some(service) && label(MANAGED_BY) == Some(CONTROLLER)
+}
+
+/// An endpoint's address as a URL host, if it is an IP address of the slice's type.
+fn ip_host(address: &str, address_type: &str) -> Option<String> {
+    match (address.parse::<std::net::IpAddr>().ok()?, address_type) {
+        (ip @ std::net::IpAddr::V4(_), "IPv4") => Some(ip.to_string()),
+        (ip @ std::net::IpAddr::V6(_), "IPv6") => Some(format!("[{ip}]")),
+        _ => None,
+    }
+}
+
+/// `scheme://IP:PORT` for every ready endpoint of the controller's slices for `service`, the
+/// port found by the Service port's name (or the only port, or the URL's port); sorted, so the
+/// cap always keeps the same ones.
 fn ready_urls(
     store: &Store<EndpointSlice>,
+    service: &str,
     port_name: Option<&str>,
     service_port: u16,
     scheme: &str,
 ) -> Vec<String> {
     let mut urls = Vec::new();
     for slice in store.state() {
+        if !managed_for(&slice, service) {
+            continue;
+        }
         let ports = slice.ports.clone().unwrap_or_default();
         let port = ports
             .iter()
@@ -263,16 +350,58 @@ fn ready_urls(
                 continue;
             }
             for address in &e.addresses {
-                let host = if address.contains(':') {
-                    format!("[{address}]")
-                } else {
-                    address.clone()
-                };
-                urls.push(format!("{scheme}://{host}:{port}"));
+                // FQDN slices, and anything not an IP address of the slice's type, are skipped.
+                if let Some(host) = ip_host(address, &slice.address_type) {
+                    urls.push(format!("{scheme}://{host}:{port}"));
+                }
             }
         }
     }
     urls.sort();
     urls.dedup();
     urls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ip_addresses_of_the_slices_type_are_hosts() {
+        assert_eq!(ip_host("10.0.0.7", "IPv4").as_deref(), Some("10.0.0.7"));
+        assert_eq!(ip_host("fd00::7", "IPv6").as_deref(), Some("[fd00::7]"));
+        for (address, kind) in [
+            ("localhost", "FQDN"),
+            ("10.0.0.7", "FQDN"),
+            ("fd00::7", "IPv4"),
+            ("10.0.0.7", "IPv6"),
+            ("act.example.com", "IPv4"),
+            ("10.0.0.7:80", "IPv4"),
+        ] {
+            assert_eq!(ip_host(address, kind), None, "{address} {kind}");
+        }
+    }
+
+    #[test]
+    fn failures_are_summarised_within_bounds() {
+        let one = vec!["http://10.0.0.1:9092/queue/watch: connection refused".to_owned()];
+        assert_eq!(summary(&one, 0, 2, 32), one[0]);
+        let many: Vec<String> = (0..1800)
+            .map(|i| {
+                format!(
+                    "http://10.0.{}.{}:9092/queue/watch: {}",
+                    i / 250,
+                    i % 250,
+                    "x".repeat(300)
+                )
+            })
+            .collect();
+        let text = summary(&many[..32], 1768, 1800, 32);
+        assert!(text.starts_with(
+            "1800 of 1800 activator endpoints cannot be read (1768 not followed: 32 are followed \
+             at most): http://10.0.0.0:9092/queue/watch: "
+        ), "{text}");
+        assert!(text.ends_with("; and 29 more"), "{text}");
+        assert!(text.len() < 1024, "{}", text.len());
+    }
 }

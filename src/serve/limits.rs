@@ -13,25 +13,53 @@ use std::time::Duration;
 /// The scaler's operational limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Triggers with a collector at once; a call for one more is `RESOURCE_EXHAUSTED`. Default
-    /// 1,000: far more ScaledObjects than one KEDA install runs, few enough to bound memory.
-    /// `--max-targets`.
+    /// Triggers with a collector at once; a reading call for one more is `RESOURCE_EXHAUSTED`
+    /// unless one gives way (`spec_only_stop`, `evict_after`). Default 1,000: far more
+    /// ScaledObjects than one KEDA install runs, few enough to bound memory. `--max-targets`.
     pub max_targets: usize,
-    /// gRPC connections at once; one more is closed as it is accepted. Default 512: KEDA keeps
-    /// one or two, and each costs a file descriptor. `--max-connections`.
+    /// Triggers with a collector at once in one namespace, so one namespace cannot take them
+    /// all. Default 200: a fifth of `max_targets`. `--max-targets-per-namespace`.
+    pub max_targets_per_namespace: usize,
+    /// A collector that only `GetMetricSpec` asked for (KEDA reconciled a ScaledObject that may
+    /// be gone since) stops after this long without a call, and gives way at once to a trigger
+    /// KEDA reads. Default 60 s: a live ScaledObject is read within its polling interval.
+    pub spec_only_stop: Duration,
+    /// When a cap is reached, a collector no call has asked about for this long gives way to a
+    /// new trigger (the least recently asked first). Default 120 s: four of KEDA's default
+    /// polling intervals, so only a deleted or paused ScaledObject goes this quiet under load.
+    pub evict_after: Duration,
+    /// gRPC connections at once; at the cap a new one takes the place of the oldest that has
+    /// sent nothing, or is closed as it is accepted. Default 512: KEDA keeps one or two, and
+    /// each costs a file descriptor. `--max-connections`.
     pub max_connections: usize,
     /// A gRPC connection is closed after this long without a byte from its client (the server
     /// pings three times in it, so a live client always answers in time). Default 120 s.
     /// `--connection-idle-seconds`.
     pub connection_idle: Duration,
+    /// A new collector's calls wait at most this long after it starts for a reading that
+    /// answers (the activator's held count arrives within milliseconds; a first scrape may take
+    /// longer); later calls never wait. Default 1 s: well inside the 3 s KEDA gives the HPA's
+    /// calls, and a polling trigger's first call answers rather than waiting a whole interval.
+    pub first_answer_wait: Duration,
+    /// Connections to the metrics port (`/metrics`, `/healthz`) at once; at the cap a new one
+    /// takes the place of the oldest that has sent nothing, or is closed. Default 64:
+    /// Prometheus and the kubelet need a few. `--metrics-max-connections`.
+    pub metrics_max_connections: usize,
+    /// A new connection to either port must send its first byte within this, and on the
+    /// metrics port a whole request head (the same timer closes a keep-alive connection idle
+    /// between requests there). Default 10 s. `--header-timeout-seconds`.
+    pub header_timeout: Duration,
+    /// A metrics-port connection is closed after this long without a byte from its client.
+    /// Default 30 s.
+    pub metrics_idle: Duration,
     /// After SIGTERM: streams are closed at once, and calls in flight get this long. Default
     /// 10 s, well inside Kubernetes' 30 s grace period. `--drain-seconds`.
     pub drain: Duration,
     /// How often `StreamIsActive` repeats the current answer when nothing changes. Default 10 s:
     /// KEDA needs no repeat, but a repeat shows a stream is alive.
     pub heartbeat: Duration,
-    /// The pause after a failed `accept` (out of descriptors, say) before the next. Default
-    /// 50 ms: short enough to recover at once, long enough not to spin.
+    /// The pause after a failed `accept` (out of descriptors, say) before the next, on either
+    /// port. Default 50 ms: short enough to recover at once, long enough not to spin.
     pub accept_backoff: Duration,
     /// A collector no call has asked about for this long stops. Default 600 s: KEDA asks every
     /// polling interval (30 s by default), so only a deleted ScaledObject goes this quiet.
@@ -75,14 +103,25 @@ pub struct Limits {
     /// The largest counts document or event line accepted from an activator. Default 1 MiB:
     /// thousands of hosts' counts.
     pub activator_max_bytes: usize,
+    /// The most activator pods followed for one trigger (the ready endpoints of its Service, or
+    /// the URLs it names); ready ones past it count as unread, never as zero held. Default 32:
+    /// an activator runs a few replicas.
+    pub activator_max_endpoints: usize,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_targets: 1000,
+            max_targets_per_namespace: 200,
+            spec_only_stop: Duration::from_secs(60),
+            evict_after: Duration::from_secs(120),
             max_connections: 512,
             connection_idle: Duration::from_secs(120),
+            first_answer_wait: Duration::from_secs(1),
+            metrics_max_connections: 64,
+            header_timeout: Duration::from_secs(10),
+            metrics_idle: Duration::from_secs(30),
             drain: Duration::from_secs(10),
             heartbeat: Duration::from_secs(10),
             accept_backoff: Duration::from_millis(50),
@@ -99,6 +138,7 @@ impl Default for Limits {
             activator_backoff: Duration::from_millis(100),
             activator_backoff_max: Duration::from_secs(5),
             activator_max_bytes: 1 << 20,
+            activator_max_endpoints: 32,
         }
     }
 }
@@ -110,8 +150,10 @@ impl Limits {
         (self.staleness / 4).clamp(Duration::from_millis(250), Duration::from_secs(10))
     }
 
-    /// How often idle collectors are looked for: four times per idle span, between 1 s and 60 s.
+    /// How often idle collectors are looked for: four times per shortest idle span (of
+    /// `idle_stop` and `spec_only_stop`), between 250 ms and 60 s.
     pub fn reap_every(&self) -> Duration {
-        (self.idle_stop / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+        (self.idle_stop.min(self.spec_only_stop) / 4)
+            .clamp(Duration::from_millis(250), Duration::from_secs(60))
     }
 }

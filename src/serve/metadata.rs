@@ -253,6 +253,9 @@ impl TargetSpec {
             return Err(bad("metricsScheme", "expected http or https"));
         }
         let policy = policy_of(&get)?;
+        // A metric the named server never exports would answer "no value" for good.
+        crate::scaling::exports::check(server, &policy)
+            .map_err(|e| bad("metric", e.to_string()))?;
         let scrape_interval = match get("scrapeIntervalSeconds") {
             Some(v) => seconds("scrapeIntervalSeconds", v, 0.1, 300.0)?,
             None => 5.0,
@@ -319,8 +322,20 @@ impl TargetSpec {
         })
     }
 
+    /// A short name for the trigger, the same in every scaler replica: 12 hex digits of an
+    /// FNV-1a hash of its key. Triggers that differ in any key (`server`, the scrape interval,
+    /// a port) differ here, so each has its own series; the collector's start is logged with
+    /// it and the key.
+    pub fn trigger_id(&self) -> String {
+        let hash = self.key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        format!("{:012x}", hash >> 16)
+    }
+
     /// The labels of the trigger's own series on the scaler's `/metrics`: the ScaledObject, the
-    /// scale target, and the trigger's metric and threshold.
+    /// scale target, the trigger's metric and threshold, and the trigger itself
+    /// ([`TargetSpec::trigger_id`]): two triggers never share a series.
     pub fn series_labels(&self) -> Vec<(String, String)> {
         let target = match &self.pods {
             Pods::Deployment(d) => d.clone(),
@@ -340,6 +355,7 @@ impl TargetSpec {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
+            ("trigger".to_owned(), self.trigger_id()),
         ]
     }
 
@@ -476,6 +492,14 @@ mod tests {
                 &[("threshold", "4"), ("activatorHost", "x")],
                 "activatorHost",
             ),
+            (
+                &[
+                    ("threshold", "0.8"),
+                    ("metric", "kv"),
+                    ("server", "llamacpp"),
+                ],
+                "metric",
+            ),
         ];
         for (pairs, key) in cases {
             let e = spec(pairs).unwrap_err();
@@ -543,5 +567,29 @@ mod tests {
         assert_eq!(a.key, b.key);
         let c = spec(&[("metric", "queue"), ("threshold", "5")]).unwrap();
         assert_ne!(a.key, c.key);
+    }
+
+    #[test]
+    fn every_key_that_changes_the_scrape_or_its_reading_changes_the_trigger() {
+        let base = [("threshold", "4"), ("metric", "queue")];
+        let plain = spec(&base).unwrap();
+        assert_eq!(plain.trigger_id().len(), 12);
+        assert_eq!(plain.trigger_id(), spec(&base).unwrap().trigger_id());
+        for (key, value) in [
+            ("server", "vllm"),
+            ("scrapeIntervalSeconds", "10"),
+            ("scrapeTimeoutSeconds", "1"),
+            ("metricsPort", "9000"),
+            ("metricsPath", "/other"),
+            ("metricsScheme", "https"),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.push((key, value));
+            let other = spec(&pairs).unwrap();
+            assert_ne!(other.key, plain.key, "{key}");
+            assert_ne!(other.trigger_id(), plain.trigger_id(), "{key}");
+            let label = |s: &TargetSpec| s.series_labels().last().cloned();
+            assert_ne!(label(&other), label(&plain), "{key}");
+        }
     }
 }

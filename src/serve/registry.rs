@@ -4,11 +4,20 @@
 //! same trigger share one collector). The first call for a target starts its collector; every
 //! call marks it used; a reaper stops collectors no call has asked about for a while. Calls only
 //! ever read the latest published reading: nothing in a gRPC call waits on a scrape.
+//!
+//! How many are followed is bounded twice, so that one namespace cannot lock another out: at
+//! most `max_targets_per_namespace` per namespace, and `max_targets` in all. A collector that
+//! only `GetMetricSpec` asked for (KEDA reconciled a ScaledObject, which may be gone since) is
+//! only a head start: it stops after `spec_only_stop` without a call, and gives way at once to a
+//! target a reading call needs. A collector KEDA reads gives way only once no call has asked
+//! about it for `evict_after`, the least recently asked first. A `GetMetricSpec` never makes
+//! another give way: it starts a collector only where there is room.
 
 use super::collector::{self, Reading, Shared};
+use super::limits::Limits;
 use super::metadata::TargetSpec;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -17,8 +26,12 @@ use tokio::sync::watch;
 pub struct Target {
     pub spec: TargetSpec,
     pub reading: watch::Receiver<Reading>,
+    /// When its collector started (a call in its first moments may wait for a first reading).
+    pub started: tokio::time::Instant,
     /// Milliseconds since the registry's epoch at the last call.
     last_call_ms: AtomicU64,
+    /// Whether a call other than `GetMetricSpec` has asked about it.
+    read: AtomicBool,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -28,20 +41,53 @@ impl Drop for Target {
     }
 }
 
+/// What a call wants of its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `GetMetricSpec`: answered from the metadata; a collector is only a head start.
+    Spec,
+    /// `IsActive`, `GetMetrics`, `StreamIsActive`: the collector's reading is the answer.
+    Read,
+}
+
+/// Why a new target is not followed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Full {
+    #[error(
+        "namespace {namespace} has {max} triggers followed, the most one namespace may have \
+         (--max-targets-per-namespace), and none has gone {idle:?} without a call"
+    )]
+    Namespace {
+        namespace: String,
+        max: usize,
+        idle: Duration,
+    },
+    #[error(
+        "{max} triggers are being followed, the most this scaler takes (--max-targets), and \
+         none has gone {idle:?} without a call"
+    )]
+    Scaler { max: usize, idle: Duration },
+}
+
 /// Every target with a running collector.
 pub struct Registry {
     targets: Mutex<HashMap<String, Arc<Target>>>,
     shared: Shared,
-    /// The most targets followed at once.
+    /// The most targets followed at once, in all and per namespace.
     max: usize,
+    per_namespace: usize,
+    /// A target KEDA reads gives way to a new one after this long without a call.
+    evict_after: Duration,
 }
 
 impl Registry {
-    pub fn new(shared: Shared, max: usize) -> Registry {
+    pub fn new(shared: Shared, limits: &Limits) -> Registry {
         Registry {
             targets: Mutex::new(HashMap::new()),
             shared,
-            max,
+            max: limits.max_targets.max(1),
+            per_namespace: limits.max_targets_per_namespace.max(1),
+            evict_after: limits.evict_after,
         }
     }
 
@@ -49,29 +95,94 @@ impl Registry {
         self.shared.epoch.elapsed().as_millis() as u64
     }
 
-    /// The target for `spec`, its collector started on first use, marked used now; `Err(max)`
-    /// when it is new and `max` targets are followed already.
-    pub fn target(&self, spec: TargetSpec) -> Result<Arc<Target>, usize> {
+    /// The target for `spec`, its collector started on first use (making room by the rules
+    /// above), marked used now.
+    pub fn target(&self, spec: TargetSpec, call: Call) -> Result<Arc<Target>, Full> {
         let now = self.now_ms();
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = targets.get(&spec.key) {
             t.last_call_ms.store(now, Ordering::Relaxed);
+            if call == Call::Read {
+                t.read.store(true, Ordering::Relaxed);
+            }
             return Ok(t.clone());
         }
-        if targets.len() >= self.max {
-            return Err(self.max);
+        let in_namespace = targets
+            .values()
+            .filter(|t| t.spec.namespace == spec.namespace)
+            .count();
+        if in_namespace >= self.per_namespace {
+            let full = Full::Namespace {
+                namespace: spec.namespace.clone(),
+                max: self.per_namespace,
+                idle: self.evict_after,
+            };
+            self.make_room(&mut targets, call, Some(&spec.namespace), now)
+                .ok_or(full)?;
+        } else if targets.len() >= self.max {
+            let full = Full::Scaler {
+                max: self.max,
+                idle: self.evict_after,
+            };
+            self.make_room(&mut targets, call, None, now).ok_or(full)?;
         }
         let (tx, rx) = watch::channel(Reading::Pending);
-        tracing::info!(target_name = %spec.label(), "starting a collector");
+        tracing::info!(
+            target_name = %spec.label(),
+            trigger = %spec.trigger_id(),
+            key = %spec.key.replace('\n', " "),
+            "starting a collector"
+        );
         let task = collector::spawn(self.shared.clone(), spec.clone(), tx);
         let target = Arc::new(Target {
             spec: spec.clone(),
             reading: rx,
+            started: tokio::time::Instant::now(),
             last_call_ms: AtomicU64::new(now),
+            read: AtomicBool::new(call == Call::Read),
             task,
         });
         targets.insert(spec.key, target.clone());
         Ok(target)
+    }
+
+    /// Stops one collector (in `namespace`, or any) to make room for a target `call` needs:
+    /// the least recently asked of those only a spec asked for, else of those no call has
+    /// asked about for `evict_after`. `None` when none may go, or the call is a spec's.
+    fn make_room(
+        &self,
+        targets: &mut HashMap<String, Arc<Target>>,
+        call: Call,
+        namespace: Option<&str>,
+        now: u64,
+    ) -> Option<()> {
+        if call == Call::Spec {
+            return None;
+        }
+        let evictable_ms = self.evict_after.as_millis() as u64;
+        let idle = |t: &Target| now.saturating_sub(t.last_call_ms.load(Ordering::Relaxed));
+        let candidates = targets
+            .values()
+            .filter(|t| namespace.is_none_or(|ns| t.spec.namespace == ns));
+        let spec_only = candidates
+            .clone()
+            .filter(|t| !t.read.load(Ordering::Relaxed))
+            .max_by_key(|t| idle(t));
+        let quiet = || {
+            candidates
+                .filter(|t| idle(t) >= evictable_ms)
+                .max_by_key(|t| idle(t))
+        };
+        let victim = spec_only.or_else(quiet)?.spec.key.clone();
+        if let Some(t) = targets.remove(&victim) {
+            tracing::info!(
+                target_name = %t.spec.label(),
+                trigger = %t.spec.trigger_id(),
+                idle_ms = idle(&t),
+                "stopping a collector to make room for a new trigger"
+            );
+        }
+        Some(())
     }
 
     /// Marks a target used (a long-lived stream keeps its collector alive).
@@ -79,16 +190,23 @@ impl Registry {
         target.last_call_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    /// Stops the collectors of targets not asked about for `idle`; returns how many.
-    pub fn reap(&self, idle: Duration) -> usize {
+    /// Stops the collectors of targets not asked about for `idle`, and of those only a spec
+    /// asked for after `spec_only`; returns how many.
+    pub fn reap(&self, idle: Duration, spec_only: Duration) -> usize {
         let now = self.now_ms();
-        let idle_ms = idle.as_millis() as u64;
+        let (idle_ms, spec_only_ms) = (idle.as_millis() as u64, spec_only.as_millis() as u64);
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         let before = targets.len();
         targets.retain(|_, t| {
-            let keep = now.saturating_sub(t.last_call_ms.load(Ordering::Relaxed)) < idle_ms;
+            let quiet = now.saturating_sub(t.last_call_ms.load(Ordering::Relaxed));
+            let limit = if t.read.load(Ordering::Relaxed) {
+                idle_ms
+            } else {
+                spec_only_ms.min(idle_ms)
+            };
+            let keep = quiet < limit;
             if !keep {
-                tracing::info!(target_name = %t.spec.label(), "stopping an idle collector");
+                tracing::info!(target_name = %t.spec.label(), trigger = %t.spec.trigger_id(), "stopping an idle collector");
             }
             keep
         });

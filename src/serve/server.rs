@@ -1,5 +1,6 @@
 //! `infscale serve` put together: the gRPC server (external scaler, health, reflection, TLS), the
-//! collectors' shared parts, the reaper, and the HTTP server for the scaler's own `/metrics`.
+//! collectors' shared parts, the reaper, and the HTTP server for the scaler's own `/metrics`;
+//! both listeners bounded ([`super::connections`]).
 
 use super::collector::Shared;
 use super::connections;
@@ -156,15 +157,14 @@ impl Listening {
             epoch: Instant::now(),
             limits,
         };
-        let registry = Arc::new(Registry::new(shared, limits.max_targets));
+        let registry = Arc::new(Registry::new(shared, &limits));
         let reaper = {
             let registry = registry.clone();
-            let idle = limits.idle_stop;
             tokio::spawn(async move {
                 let mut every = tokio::time::interval(limits.reap_every());
                 loop {
                     every.tick().await;
-                    registry.reap(idle);
+                    registry.reap(limits.idle_stop, limits.spec_only_stop);
                 }
             })
         };
@@ -175,6 +175,7 @@ impl Listening {
             telemetry: telemetry.clone(),
             closing: closing_rx.clone(),
             heartbeat: limits.heartbeat,
+            first_answer_wait: limits.first_answer_wait,
         };
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<ExternalScalerServer<Scaler>>().await;
@@ -194,14 +195,17 @@ impl Listening {
         }
         let metrics_task = self.metrics.map(|listener| {
             let app = crate::edge::exposition_http::metrics_router(move || telemetry.render());
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::error!(error = %e, "the metrics server stopped");
-                }
-            })
+            tokio::spawn(crate::edge::listener::serve_http(
+                listener,
+                connections::metrics(&limits),
+                limits.header_timeout,
+                app,
+                "metrics",
+            ))
         });
         tracing::info!(listen = %self.grpc.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving KEDA's external scaler protocol");
-        let incoming = connections::incoming(self.grpc, &limits);
+        let incoming =
+            crate::edge::listener::incoming(self.grpc, connections::grpc(&limits), "grpc");
         // SIGTERM: tell the streams to end, let tonic finish the calls in flight, and stop
         // waiting for them after the drain.
         let signal = async move {

@@ -1,7 +1,8 @@
 //! The `externalscaler.ExternalScaler` gRPC service KEDA calls.
 //!
 //! Every call reads the trigger's metadata, finds (or starts) the target's collector, and answers
-//! from the collector's latest reading: memory only, never a scrape. `GetMetricSpec` answers from
+//! from the collector's latest reading: memory only, never a scrape (a call in a new collector's
+//! first second waits for its first reading that answers, the held count within milliseconds). `GetMetricSpec` answers from
 //! the metadata alone, so KEDA's `fallback` can always apply. A value or an activity that
 //! cannot be told answers with an error (KEDA then keeps the current replica count, and neither
 //! wakes nor sleeps the target), never with zero.
@@ -13,7 +14,7 @@ use super::proto::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
     MetricValue, ScaledObjectRef,
 };
-use super::registry::{Registry, Target};
+use super::registry::{Call, Registry, Target};
 use super::telemetry::Telemetry;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,35 +31,56 @@ pub struct Scaler {
     pub closing: tokio::sync::watch::Receiver<bool>,
     /// How often `StreamIsActive` repeats the current answer when nothing changes.
     pub heartbeat: Duration,
+    /// How long after a collector starts its calls may wait for a reading that answers.
+    pub first_answer_wait: Duration,
 }
 
 type IsActiveStream = Pin<Box<dyn Stream<Item = Result<IsActiveResponse, Status>> + Send>>;
 type SpecStream = Pin<Box<dyn Stream<Item = Result<GetMetricSpecResponse, Status>> + Send>>;
 
 impl Scaler {
+    /// The target a reading call asks about.
     fn target(&self, r: &ScaledObjectRef) -> Result<Arc<Target>, Status> {
         let spec =
             TargetSpec::from_metadata(&r.name, &r.namespace, &r.scaler_metadata, &self.allowed)
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.registry.target(spec).map_err(|max| {
-            Status::resource_exhausted(format!(
-                "{max} triggers are being followed, the most this scaler takes (--max-targets)"
-            ))
-        })
+        self.registry
+            .target(spec, Call::Read)
+            .map_err(|full| Status::resource_exhausted(full.to_string()))
     }
 
-    fn report(target: &Target) -> Result<Report, Status> {
-        match &*target.reading.borrow() {
-            Reading::Ready(r) => Ok(r.clone()),
-            Reading::Pending => Err(Status::unavailable(format!(
-                "{}: nothing read yet",
-                target.spec.label()
-            ))),
+    /// The answer `pick` takes from the target's latest reading. In a collector's first moments
+    /// (until `first_answer_wait` after it started) a call waits for a reading that answers, so
+    /// the first call after a ScaledObject appears is answered (from the held demand, say) and
+    /// not refused for want of a first reading; every later call answers from memory at once.
+    async fn answer<T>(
+        &self,
+        target: &Target,
+        pick: impl Fn(&Report) -> Result<T, String>,
+    ) -> Result<T, Status> {
+        let until = target.started + self.first_answer_wait;
+        let mut reading = target.reading.clone();
+        loop {
+            let now = match &*reading.borrow_and_update() {
+                Reading::Ready(r) => pick(r).map_err(|why| Self::unavailable(target, &why)),
+                Reading::Pending => Err(Self::unavailable(target, "nothing read yet")),
+            };
+            if now.is_ok() {
+                return now;
+            }
+            match tokio::time::timeout_at(until, reading.changed()).await {
+                Ok(Ok(())) => continue,
+                // The wait is over (or the collector stopped): the latest answer stands.
+                _ => return now,
+            }
         }
     }
 
+    /// UNAVAILABLE with why, bounded ([`crate::limits::ERROR_TEXT_BYTES`]): the text names
+    /// pods and activators, and KEDA shows it in logs and events.
     fn unavailable(target: &Target, why: &str) -> Status {
-        Status::unavailable(format!("{}: {why}", target.spec.label()))
+        let text = format!("{}: {why}", target.spec.label());
+        Status::unavailable(crate::limits::cut(&text, crate::limits::ERROR_TEXT_BYTES))
     }
 
     fn count<T>(&self, method: &str, result: Result<T, Status>) -> Result<T, Status> {
@@ -88,12 +110,13 @@ impl ExternalScaler for Scaler {
         &self,
         request: Request<ScaledObjectRef>,
     ) -> Result<Response<IsActiveResponse>, Status> {
-        let result = self.target(request.get_ref()).and_then(|t| {
-            let active = Self::report(&t)?
-                .active
-                .map_err(|why| Self::unavailable(&t, &why))?;
-            Ok(Response::new(IsActiveResponse { result: active }))
-        });
+        let result = match self.target(request.get_ref()) {
+            Ok(t) => self
+                .answer(&t, |r| r.active.clone())
+                .await
+                .map(|active| Response::new(IsActiveResponse { result: active })),
+            Err(e) => Err(e),
+        };
         self.count("IsActive", result)
     }
 
@@ -160,14 +183,15 @@ impl ExternalScaler for Scaler {
     ) -> Result<Response<GetMetricSpecResponse>, Status> {
         // From the metadata alone: KEDA's fallback only applies once it has a spec
         // (kedacore/keda#8056), so nothing else (pods, API, activator, --max-targets) may fail
-        // this call. The collector is started here when there is room, so GetMetrics has a
-        // reading sooner.
+        // this call. The collector is started here when there is room (never making room: a
+        // spec-only collector is a head start, and stops soon), so GetMetrics has a reading
+        // sooner.
         let r = request.get_ref();
         let result =
             TargetSpec::from_metadata(&r.name, &r.namespace, &r.scaler_metadata, &self.allowed)
                 .map_err(|e| Status::invalid_argument(e.to_string()))
                 .map(|spec| {
-                    let _ = self.registry.target(spec.clone());
+                    let _ = self.registry.target(spec.clone(), Call::Spec);
                     // One spec per metric (`metric: queue,kv`): KEDA's HPA takes the largest
                     // of their proposals.
                     let metric_specs = spec
@@ -188,38 +212,39 @@ impl ExternalScaler for Scaler {
         &self,
         request: Request<GetMetricsRequest>,
     ) -> Result<Response<GetMetricsResponse>, Status> {
-        let result =
-            (|| {
-                let req = request.get_ref();
-                let r = req.scaled_object_ref.as_ref().ok_or_else(|| {
-                    Status::invalid_argument("GetMetrics without a scaledObjectRef")
-                })?;
-                let target = self.target(r)?;
-                // KEDA asks for one metric name at a time, one of those GetMetricSpec declared.
-                let names: Vec<String> = target
-                    .spec
-                    .metric_names()
-                    .into_iter()
-                    .map(|n| n.0)
-                    .collect();
-                let Some(index) = names.iter().position(|n| *n == req.metric_name) else {
-                    return Err(Status::not_found(format!(
-                        "metric {:?}: this trigger's metrics are {names:?}",
-                        req.metric_name
-                    )));
-                };
-                let report = Self::report(&target)?;
-                let value = match index.checked_sub(1) {
-                    None => report.value,
+        let result = async {
+            let req = request.get_ref();
+            let r = req
+                .scaled_object_ref
+                .as_ref()
+                .ok_or_else(|| Status::invalid_argument("GetMetrics without a scaledObjectRef"))?;
+            let target = self.target(r)?;
+            // KEDA asks for one metric name at a time, one of those GetMetricSpec declared.
+            let names: Vec<String> = target
+                .spec
+                .metric_names()
+                .into_iter()
+                .map(|n| n.0)
+                .collect();
+            let Some(index) = names.iter().position(|n| *n == req.metric_name) else {
+                let asked = crate::limits::cut(&req.metric_name, crate::limits::FAILURE_TEXT_BYTES);
+                return Err(Status::not_found(format!(
+                    "metric {asked:?}: this trigger's metrics are {names:?}"
+                )));
+            };
+            let value = self
+                .answer(&target, |report| match index.checked_sub(1) {
+                    None => report.value.clone(),
                     Some(i) => report.others.get(i).cloned().unwrap_or_else(|| {
                         Err(format!("{} is not evaluated yet", req.metric_name))
                     }),
-                }
-                .map_err(|why| Self::unavailable(&target, &why))?;
-                Ok(Response::new(GetMetricsResponse {
-                    metric_values: vec![metric_value(req.metric_name.clone(), value)],
-                }))
-            })();
+                })
+                .await?;
+            Ok(Response::new(GetMetricsResponse {
+                metric_values: vec![metric_value(req.metric_name.clone(), value)],
+            }))
+        }
+        .await;
         self.count("GetMetrics", result)
     }
 

@@ -23,6 +23,9 @@ pub struct KubeApi {
     /// Service `infscale-activator` (port 9092, target port `admin`): its ready endpoints' IPs
     /// and the `admin` port they listen on.
     pub activators: Arc<Mutex<(Vec<String>, u16)>>,
+    /// Further EndpointSlices listed beside the activator Service's own (a test writes them
+    /// whole: any labels, address type and addresses).
+    pub extra_slices: Arc<Mutex<Vec<serde_json::Value>>>,
     /// Per pod name: its `creationTimestamp` and its Ready condition's `lastTransitionTime`
     /// (RFC 3339); pods not named here have neither.
     pub start_times: Arc<Mutex<std::collections::HashMap<String, (String, String)>>>,
@@ -106,6 +109,8 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
     let lists = pod_lists.clone();
     let activators = Arc::new(Mutex::new((Vec::<String>::new(), 0u16)));
     let endpoints = activators.clone();
+    let extra_slices = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
+    let extra = extra_slices.clone();
     let start_times = Arc::new(Mutex::new(std::collections::HashMap::new()));
     let times = start_times.clone();
     let patches = Arc::new(Mutex::new(Vec::new()));
@@ -170,18 +175,23 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                     .iter()
                     .map(|ip| serde_json::json!({"addresses": [ip], "conditions": {"ready": true}}))
                     .collect();
+                let mut items = vec![
+                    serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": "infscale-activator-x", "namespace": ns,
+                        "resourceVersion": "1",
+                        "labels": {"kubernetes.io/service-name": "infscale-activator",
+                            "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+                    "addressType": "IPv4",
+                    "ports": [{"name": "http", "port": 8080}, {"name": "admin", "port": port}],
+                    "endpoints": eps}),
+                ];
+                items.extend(extra.lock().unwrap().iter().cloned());
                 json(
                     &mut stream,
                     200,
                     serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSliceList",
                         "metadata": {"resourceVersion": "1"},
-                        "items": [{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                            "metadata": {"name": "infscale-activator-x", "namespace": ns,
-                                "resourceVersion": "1",
-                                "labels": {"kubernetes.io/service-name": "infscale-activator"}},
-                            "addressType": "IPv4",
-                            "ports": [{"name": "http", "port": 8080}, {"name": "admin", "port": port}],
-                            "endpoints": eps}]}),
+                        "items": items}),
                 );
             } else if (path == pod_path || path == slices_path) && watch {
                 hold_watch(&mut stream, &stop);
@@ -273,6 +283,7 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
         replicas,
         pod_lists,
         activators,
+        extra_slices,
         start_times,
         patches,
     }

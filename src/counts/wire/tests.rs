@@ -175,3 +175,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_documents_values_are_never_quoted_in_the_error() {
+    let doc = br#"{"chat": {"Concurrency": "SECRET", "RequestCount": 1}}"#;
+    let e = counts(doc).unwrap_err().to_string();
+    assert!(!e.contains("SECRET"), "{e}");
+    assert_eq!(
+        e,
+        "counts are not the /queue JSON: JSON of another shape (a value of the wrong type), at \
+         line 1 column 33"
+    );
+    let e = counts(b"<html>SECRET</html>").unwrap_err().to_string();
+    assert!(!e.contains("SECRET") && e.contains("not JSON"), "{e}");
+}

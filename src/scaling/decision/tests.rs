@@ -406,6 +406,14 @@ fn held_requests_wake_before_the_pods_are_known() {
         ..observe(0.0, 0, &[], 1.0)
     };
     let e = crate::scaling::evaluate(&policy, &obs, &mut ScalerState::default());
+    // The held request is the value too: it asks for a replica (ceil(1 / 2) = 1).
+    assert_eq!(
+        (e.value, e.activity),
+        (Some(1.0), crate::scaling::Activity::Active)
+    );
+    // A metric that does not count held requests has no value before the pods.
+    let kv = Policy::parse("kv:0.8").unwrap();
+    let e = crate::scaling::evaluate(&kv, &obs, &mut ScalerState::default());
     assert_eq!(
         (e.value, e.activity),
         (None, crate::scaling::Activity::Active)
@@ -415,7 +423,10 @@ fn held_requests_wake_before_the_pods_are_known() {
         ..observe(0.0, 0, &[], 0.0)
     };
     let e = crate::scaling::evaluate(&policy, &nothing_held, &mut ScalerState::default());
-    assert_eq!(e.activity, crate::scaling::Activity::Unknown);
+    assert_eq!(
+        (e.value, e.activity),
+        (None, crate::scaling::Activity::Unknown)
+    );
 }
 
 #[test]
@@ -549,4 +560,24 @@ fn the_history_forecast_orders_for_the_rate_a_horizon_ahead() {
     // At 11 req/s now, 17 in 60 s, at the 11 req/s a replica was seen carrying: 2 replicas.
     let d = last.unwrap();
     assert_eq!(d.desired, 2, "{:?}", d.lines);
+}
+
+#[test]
+fn a_metric_the_pods_server_cannot_give_says_so() {
+    // `server: auto` found llama.cpp pages: kv has no sample there, ever; not "two scrapes".
+    let mut llama = replica(1.0, 0.0);
+    llama.signals.server = Server::LlamaCpp;
+    let pods = [llama];
+    let policy = Policy::parse("kv:0.8").unwrap();
+    let e = evaluate(
+        &policy,
+        &observe(0.0, 1, &pods, 0.0),
+        &mut ScalerState::default(),
+    );
+    assert_eq!(e.value, None);
+    assert_eq!(
+        e.why_no_value(),
+        "the pods serve llamacpp, which exports no KV-cache usage gauge: kv can never be read \
+         there (no value)"
+    );
 }

@@ -181,7 +181,9 @@ impl PodTarget {
     fn at_target(self, request: i64) -> i64 {
         match self {
             PodTarget::AverageValue(target) => target,
-            PodTarget::Utilization(percent) => request * i64::from(percent.max(100)) / 100,
+            PodTarget::Utilization(percent) => {
+                request.saturating_mul(i64::from(percent.max(100))) / 100
+            }
         }
     }
 }
