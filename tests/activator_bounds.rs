@@ -379,3 +379,88 @@ async fn abandoned_holds_do_not_take_real_clients_places() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.text().await.unwrap(), "9");
 }
+
+/// The admin port (`/queue`, what the scaler follows) had no timeout and no cap: under a
+/// 1,024-descriptor limit, 1,100 idle connections made `/queue` and the proxy port unreachable
+/// alike. The real binary under `ulimit -n 256`, 1,100 idle connections at its admin port:
+/// `/queue` still answers, and so does the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eleven_hundred_idle_admin_connections_leave_queue_and_proxy_answering() {
+    let limit = infscale::edge::descriptors::raise_open_files().unwrap_or_default();
+    let flood = if limit.to.is_none_or(|n| n >= 1_400) {
+        1_100
+    } else {
+        limit.to.map_or(0, |n| n.saturating_sub(300) as usize)
+    };
+    let up = upstream(Arc::new(AtomicBool::new(true))).await;
+    let port = |_: ()| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (proxy, admin) = (port(()), port(()));
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_infscale"))
+        .args(["activator", "--upstream", &format!("http://{up}")])
+        .args(["--health-path", "/health", "--host", "chat"])
+        .args([
+            "--listen",
+            &proxy.to_string(),
+            "--admin-listen",
+            &admin.to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let queue = |admin: std::net::SocketAddr| async move {
+        reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()
+            .unwrap()
+            .get(format!("http://{admin}/queue"))
+            .send()
+            .await
+            .ok()
+            .map(|r| r.status().as_u16())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while queue(admin).await != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the activator never answered /queue"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut idle = Vec::new();
+    let mut refused = 0;
+    while idle.len() + refused < flood && refused < 20 {
+        match tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(admin)).await {
+            Ok(Ok(s)) => idle.push(s),
+            _ => refused += 1,
+        }
+    }
+    let queue_status = queue(admin).await;
+    let proxied = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+        .get(format!("http://{proxy}/seq"))
+        .header("x-seq", "5")
+        .send()
+        .await;
+    let proxied = match proxied {
+        Ok(r) => r.text().await.ok(),
+        Err(_) => None,
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!(
+        "{} idle admin connections opened, {refused} refused",
+        idle.len()
+    );
+    assert_eq!(queue_status, Some(200), "/queue under the flood");
+    assert_eq!(proxied.as_deref(), Some("5"), "the proxy under the flood");
+}

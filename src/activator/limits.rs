@@ -67,6 +67,14 @@ pub struct Limits {
     pub pool_idle: Duration,
     /// Idle pooled connections kept per upstream. Default 1,024, enough for a release's burst.
     pub pool_max_idle: usize,
+    /// Connections to the admin port (`/queue`, `/queue/watch`, `/metrics`) at once; at the cap
+    /// a silent one gives way to a new one ([`crate::edge::listener`]). Default 1,024: a watch per
+    /// scaler replica and trigger, and the scrapes, far below the descriptors.
+    /// `--admin-max-connections`.
+    pub admin_max_connections: usize,
+    /// How long an admin connection may pass no byte either way. Default 60 s: a watch gets a
+    /// keep-alive comment every `watch_keep_alive`.
+    pub admin_idle: Duration,
     /// The longest `/queue/watch` stays silent before a keep-alive comment. Default 5 s: the
     /// scaler counts a watch silent for 12 s as stalled.
     pub watch_keep_alive: Duration,
@@ -84,6 +92,34 @@ pub struct Limits {
     /// How long the EndpointSlice watch waits, when woken, before it looks at its store again
     /// (endpoints can outlive the process behind them). Default 250 ms.
     pub endpoints_recheck: Duration,
+}
+
+impl Limits {
+    /// The connection caps fitted to `open_files` descriptors: the client listener at most half
+    /// of them, the admin port an eighth, the rest for upstream connections and the API. A cap
+    /// above the descriptors is no cap: idle connections exhaust them first, and then `/queue`
+    /// and the proxy stop accepting alike.
+    pub fn within_descriptors(self, open_files: u64) -> Limits {
+        let share = |part: u64| {
+            usize::try_from(open_files / part)
+                .unwrap_or(usize::MAX)
+                .max(8)
+        };
+        let fitted = Limits {
+            max_connections: self.max_connections.min(share(2)),
+            admin_max_connections: self.admin_max_connections.min(share(8)),
+            ..self
+        };
+        if fitted != self {
+            tracing::warn!(
+                open_files,
+                max_connections = fitted.max_connections,
+                admin_max_connections = fitted.admin_max_connections,
+                "connection caps lowered to fit the open-file limit"
+            );
+        }
+        fitted
+    }
 }
 
 impl Default for Limits {
@@ -104,6 +140,8 @@ impl Default for Limits {
             connect_timeout: Duration::from_secs(5),
             pool_idle: Duration::from_secs(4),
             pool_max_idle: 1024,
+            admin_max_connections: 1024,
+            admin_idle: Duration::from_secs(60),
             watch_keep_alive: Duration::from_secs(5),
             probe_held: Duration::from_millis(25),
             probe_idle: Duration::from_secs(5),
@@ -111,5 +149,16 @@ impl Default for Limits {
             probe_failures: 3,
             endpoints_recheck: Duration::from_millis(250),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn caps_fit_the_descriptors() {
+        let l = super::Limits::default().within_descriptors(256);
+        assert_eq!((l.max_connections, l.admin_max_connections), (128, 32));
+        let roomy = super::Limits::default().within_descriptors(1 << 20);
+        assert_eq!(roomy, super::Limits::default());
     }
 }

@@ -146,15 +146,24 @@ impl Listening {
             keep_alive: limits.watch_keep_alive,
         };
         let admin_listener = self.admin;
+        let admin_bounds = crate::edge::listener::Bounds {
+            max_connections: limits.admin_max_connections,
+            first_byte: limits.header_timeout,
+            idle: limits.admin_idle,
+            // `/queue/watch` streams to a scaler that sends nothing more.
+            idle_on_writes: true,
+            accept_backoff: limits.accept_backoff,
+        };
+        let admin_head = limits.header_timeout;
         tasks.push(tokio::spawn(async move {
-            // Count changes go out as small SSE writes: no Nagle delay behind the last one.
-            use axum::serve::ListenerExt;
-            let admin_listener = admin_listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            if let Err(e) = axum::serve(admin_listener, admin.router()).await {
-                tracing::error!(error = %e, "the admin server stopped");
-            }
+            crate::edge::listener::serve_http(
+                admin_listener,
+                admin_bounds,
+                admin_head,
+                admin.router(),
+                "admin",
+            )
+            .await;
         }));
         tracing::info!(listen = %self.proxy.local_addr().map(|a| a.to_string()).unwrap_or_default(), routes = routes.len(), "activator serving");
         // A head must arrive in time (hyper's timer); a connection with nothing open for as long

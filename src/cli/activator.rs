@@ -61,6 +61,9 @@ pub struct Args {
     /// Client connections from one address at once; one more is closed as it is accepted.
     #[arg(long, default_value_t = 1024)]
     pub max_connections_per_client: usize,
+    /// Connections to the admin port at once; at the cap a silent one gives way.
+    #[arg(long, default_value_t = 1024)]
+    pub admin_max_connections: usize,
     /// Seconds a request head may take to arrive (also how long a connection may sit with no
     /// request open, HTTP/1.1 or HTTP/2).
     #[arg(long, default_value_t = 20.0)]
@@ -154,6 +157,7 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
     Ok(Limits {
         max_connections: args.max_connections.max(1),
         max_connections_per_client: args.max_connections_per_client.max(1),
+        admin_max_connections: args.admin_max_connections.max(1),
         header_timeout: positive_seconds("--header-timeout", args.header_timeout)?,
         body_timeout: positive_seconds("--body-timeout", args.body_timeout)?,
         max_body: args.max_body_bytes,
@@ -172,8 +176,10 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
-    let config = config(&args)?;
-    crate::edge::descriptors::raise_and_log();
+    let mut config = config(&args)?;
+    if let Some(open_files) = crate::edge::descriptors::raise_and_log() {
+        config.limits = config.limits.within_descriptors(open_files);
+    }
     let bound = server::bind(config).await?;
     bound.run(shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -188,7 +188,7 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging(&args.log_format);
     let limits = limits(&args)?;
-    crate::edge::descriptors::raise_and_log();
+    let _ = crate::edge::descriptors::raise_and_log();
     let metrics_listen =
         match args.metrics_listen.as_str() {
             "none" => None,

@@ -54,14 +54,22 @@ pub fn raise_open_files() -> Result<Raised, String> {
     Ok(Raised::default())
 }
 
-/// [`raise_open_files`], logged: what the limit is now, or why it could not be raised.
-pub fn raise_and_log() {
+/// [`raise_open_files`], logged: what the limit is now, or why it could not be raised. Returns
+/// the soft limit now, when it is known and finite.
+pub fn raise_and_log() -> Option<u64> {
     match raise_open_files() {
         Ok(r) if r.from != r.to => {
             tracing::info!(from = ?r.from, to = ?r.to, "raised the open-file limit");
+            r.to
         }
-        Ok(r) => tracing::debug!(limit = ?r.to, "the open-file limit is at its hard limit"),
-        Err(e) => tracing::warn!(error = %e, "the open-file limit stays as it is"),
+        Ok(r) => {
+            tracing::debug!(limit = ?r.to, "the open-file limit is at its hard limit");
+            r.to
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the open-file limit stays as it is");
+            None
+        }
     }
 }
 
