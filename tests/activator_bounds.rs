@@ -464,3 +464,88 @@ async fn eleven_hundred_idle_admin_connections_leave_queue_and_proxy_answering()
     assert_eq!(queue_status, Some(200), "/queue under the flood");
     assert_eq!(proxied.as_deref(), Some("5"), "the proxy under the flood");
 }
+
+/// A streamed request that would be refused (the route is full) gets its 503 with
+/// `Retry-After`, not the early `200 text/event-stream` a held stream gets and then an error
+/// event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_stream_gets_its_status_not_an_early_200() {
+    let ready = Arc::new(AtomicBool::new(false));
+    let up = upstream(ready.clone()).await;
+    let a = common::model::activator_route(up, |r| {
+        r.max_held = 1;
+        r.keep_alive_seconds = Some(0.2);
+    })
+    .await;
+    let c = reqwest::Client::new();
+    let url = format!("http://{}/v1/chat/completions", a.proxy);
+    let first = c
+        .post(&url)
+        .body(r#"{"stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200, "the first is held, answered early");
+    common::model::wait_held(a.admin, 1).await;
+    let second = c
+        .post(&url)
+        .body(r#"{"stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 503);
+    assert!(second.headers().contains_key("retry-after"));
+    drop(first);
+}
+
+/// The pool closes an idle upstream connection after 4 s on its own timer (it used to be
+/// checked only when the connection was next wanted, so idle connections stayed open 30 s and
+/// more, holding a thread-per-connection server's threads): an upstream that would keep it a
+/// minute sees it closed within 6 s of its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_pooled_upstream_connection_is_closed_on_time() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (closed_tx, mut closed_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let closed_tx = closed_tx.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut answered_at = None;
+                loop {
+                    match tokio::time::timeout(Duration::from_secs(60), s.read(&mut buf)).await {
+                        Ok(Ok(n)) if n > 0 => {
+                            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                            let health = head.starts_with("GET /health");
+                            let _ = s
+                                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                                .await;
+                            if !health {
+                                answered_at = Some(Instant::now());
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+                if let Some(at) = answered_at {
+                    let _ = closed_tx.send(at.elapsed());
+                }
+            });
+        }
+    });
+    let a = common::model::activator_route(addr, |_| {}).await;
+    let r = reqwest::get(format!("http://{}/anything", a.proxy))
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), "ok");
+    let idle_for = tokio::time::timeout(Duration::from_secs(10), closed_rx.recv())
+        .await
+        .expect("the pooled connection was not closed within 10 s")
+        .unwrap();
+    assert!(
+        idle_for < Duration::from_secs(6),
+        "closed after {idle_for:?}"
+    );
+}
