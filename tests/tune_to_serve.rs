@@ -68,11 +68,11 @@ fn tune(
     (spec, yaml)
 }
 
-/// The activator Service's name and admin port in manifests/activator.
+/// The activator admin Service's name and port in manifests/activator.
 fn shipped_activator() -> (String, u16) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/manifests/activator/service.yaml"
+        "/manifests/activator/service-admin.yaml"
     );
     let doc: serde_yaml::Value =
         serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -183,7 +183,7 @@ pub struct Args {
     pub scaler_address: String,
     /// The activator's Service, in the model's namespace (as manifests/activator runs it), for
     /// scale to zero.
-    #[arg(long, default_value = "infscale-activator")]
+    #[arg(long, default_value = "infscale-activator-admin")]
     pub activator_service: String,
     /// The activator Service's admin port.
     #[arg(long, default_value_t = 9092)]

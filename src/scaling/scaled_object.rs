@@ -488,7 +488,7 @@ mod tests {
             name: "chat".into(),
             namespace: "llm".into(),
             scaler_address: "infscale.infscale.svc:9090".into(),
-            activator_url: activator.then(|| activator_url("infscale-activator", "llm", 9092)),
+            activator_url: activator.then(|| activator_url("infscale-activator-admin", "llm", 9092)),
             polling_interval_s: 30.0,
             cold_start_s: 91.0,
         }
@@ -510,7 +510,7 @@ mod tests {
             "lookaheadSeconds: \"90\"",
             "trendSeconds: \"30\"",
             "type: external-push",
-            "activatorUrl: http://infscale-activator.llm.svc:9092",
+            "activatorUrl: http://infscale-activator-admin.llm.svc:9092",
             "fallback:\n    failureThreshold: 3\n    replicas: 1\n    behavior: currentReplicasIfHigher",
         ] {
             assert!(yaml.contains(needle), "{needle} in\n{yaml}");
