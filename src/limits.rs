@@ -52,13 +52,127 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{}...", &text[..end])
 }
 
+// The tools' bounds (`simulate`, `tune`, `gpu`, `decide`, `kube`, `parse`, `load`, `emulate`,
+// `demo`, `infscale-sim`): numbers and files no real use comes near. Past them a run would take
+// hours, abort on an allocation, or overflow a clock; each check names the flag, or the file,
+// line and field, and the command exits with status 2.
+
+/// The longest simulated run: a scenario's `duration`, the span of a read trace's arrivals (after
+/// `--rate-scale`), `simulate --duration`: 31 days.
+pub const MAX_SIM_SECONDS: f64 = 31.0 * 86_400.0;
+
+/// The highest request rate, per second: a scenario's `rates`, `load --rate`.
+pub const MAX_RATE: f64 = 1e5;
+
+/// `--rate-scale` (and `--suite-trace FILE@X`): from a thousandth to a thousand times.
+pub const RATE_SCALE: (f64, f64) = (1e-3, 1e3);
+
+/// The most requests one trace holds, read or generated (the speed benchmark's day at 30 req/s
+/// is 2.6 million).
+pub const MAX_TRACE_REQUESTS: usize = 50_000_000;
+
+/// The most candidate arrivals generating one scenario may draw: its peak rate times its largest
+/// burst factor times its duration (thinning draws at the peak and keeps a share).
+pub const MAX_TRACE_DRAWS: f64 = 1e9;
+
+/// A scenario's burst `block`, `on` and `off`: at least a second.
+pub const MIN_BURST_SECONDS: f64 = 1.0;
+
+/// The engine step, `simulate --dt` and `emulate --step`, seconds.
+pub const STEP_SECONDS: (f64, f64) = (0.001, 60.0);
+
+/// The most engine steps of one simulated run (its duration over `--dt`).
+pub const MAX_SIM_STEPS: f64 = 1e8;
+
+/// Tokens of one prompt or one output: a scenario's length bounds, a trace row, `load
+/// --prompt-tokens` and `--output-tokens`, a request's `max_tokens` to `emulate`.
+pub const MAX_TOKENS: u32 = 1 << 20;
+
+/// `emulate --max-model-len`, tokens.
+pub const MAX_MODEL_LEN: u32 = 1 << 24;
+
+/// Replicas: `--max`, `--current`, `--status` (the policy key `max` has the same bound).
+pub const MAX_REPLICAS: u32 = 10_000;
+
+/// Replicas `demo` may run on one machine (its policy's `max`).
+pub const DEMO_MAX_REPLICAS: u32 = 64;
+
+/// Days or seeds: `simulate --seeds`, `tune --replicates` and `--held-out`.
+pub const MAX_DAYS: u64 = 10_000;
+
+/// Files named by `--suite-trace`.
+pub const MAX_SUITE_TRACES: usize = 64;
+
+/// Points of a `tune` grid (the product of its axes), before `--points` samples it.
+pub const MAX_GRID_POINTS: usize = 1_000_000;
+
+/// `load --concurrency` and each `--sweep` level.
+pub const MAX_CONCURRENCY: u32 = 100_000;
+
+/// `load --max-in-flight` and `emulate --max-in-flight`.
+pub const MAX_IN_FLIGHT: usize = 1_000_000;
+
+/// `--held`, requests.
+pub const MAX_HELD: f64 = 1e9;
+
+/// `decide --cpu-request`, cores.
+pub const MAX_CORES: f64 = 10_000.0;
+
+/// `decide`/`kube --now`: Unix seconds from 0 to this (the year 5138).
+pub const MAX_NOW: f64 = 1e11;
+
+/// Simulated seconds per wall second: `emulate --speed`.
+pub const SPEED: (f64, f64) = (0.01, 100.0);
+
+/// Any number of the GPU replica model (`--gpu-file` fields and their flags), at most; a whole
+/// number (`layers`, `kv_heads`, `head_dim`, `max_batch`) at most [`MAX_GPU_WHOLE`].
+pub const MAX_GPU_NUMBER: f64 = 1e6;
+pub const MAX_GPU_WHOLE: u32 = 1 << 16;
+/// The GPU model's derived speeds: a decode step at most an hour, prefill at least a token a
+/// second (the defaults: 7 ms and 24,750 tokens a second).
+pub const GPU_MAX_STEP_SECONDS: f64 = 3600.0;
+pub const GPU_MIN_PREFILL_TOKENS_PER_S: f64 = 1.0;
+
+/// A trace file (`--trace`, `--suite-trace`: CSV, JSONL), bytes.
+pub const MAX_TRACE_FILE_BYTES: u64 = 512 << 20;
+
+/// A scenario or GPU YAML file, or a `--state` file, bytes.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 16 << 20;
+
+/// `parse`/`decide --max-bytes`: the largest page a flag may allow, bytes.
+pub const MAX_PAGE_BYTES: usize = 256 << 20;
+
+/// A number within `[low, high]`, or why not (for a message that names its flag or field).
+pub fn within(v: f64, (low, high): (f64, f64)) -> Result<f64, String> {
+    if v.is_finite() && (low..=high).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{}: expected a number from {low} to {high}",
+            show(v)
+        ))
+    }
+}
+
+/// A number as a message shows it: as written for everyday sizes, in exponent form past them
+/// (`1e300`, not three hundred digits).
+pub fn show(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && a.is_finite() && !(1e-6..1e15).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// A duration in seconds within `(0, max]` (or `[0, max]` with `zero_ok`), or why not.
 pub fn seconds(v: f64, zero_ok: bool, max: f64) -> Result<Duration, String> {
     let low_ok = if zero_ok { v >= 0.0 } else { v > 0.0 };
     if !(v.is_finite() && low_ok && v <= max) {
         let low = if zero_ok { "from 0" } else { "above 0" };
         return Err(format!(
-            "{v}: expected a number of seconds {low} up to {max}"
+            "{}: expected a number of seconds {low} up to {max}",
+            show(v)
         ));
     }
     Ok(Duration::from_secs_f64(v))

@@ -399,6 +399,19 @@ async fn bad_requests_are_named_and_bounded() {
             "{\"prompt\": \"x\", \"max_tokens\": \"many\"}",
             "max_tokens",
         ),
+        // 2^64-1 once wrapped past the context check (prompt + output) and was cut to 2^32-1.
+        (
+            "{\"prompt\": \"x\", \"max_tokens\": 18446744073709551615}",
+            "max_tokens must be an integer from 1 to 1048576",
+        ),
+        (
+            "{\"prompt\": \"x\", \"max_completion_tokens\": 18446744073709551615}",
+            "max_completion_tokens must be an integer from 1 to 1048576",
+        ),
+        (
+            "{\"prompt\": \"x\", \"max_tokens\": 1048577}",
+            "max_tokens must be an integer from 1 to 1048576",
+        ),
     ];
     for (body, needle) in cases {
         let r = c.post(&url).body(body).send().await.expect("send");

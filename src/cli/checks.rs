@@ -1,5 +1,6 @@
 //! Checks of numeric flags that several commands take, each error naming the flag and its value.
 
+use crate::limits::{show, MAX_HELD, MAX_NOW, MAX_REPLICAS};
 use anyhow::bail;
 use std::time::Duration;
 
@@ -17,8 +18,33 @@ pub fn seconds_from_zero(flag: &str, v: f64) -> anyhow::Result<Duration> {
 
 /// The `--held` flag of `decide` and `kube`.
 pub fn held_flag(held: f64) -> anyhow::Result<f64> {
-    if !(held.is_finite() && held >= 0.0) {
-        bail!("--held {held}: expected a number of requests >= 0");
+    if !(held.is_finite() && (0.0..=MAX_HELD).contains(&held)) {
+        bail!(
+            "--held {}: expected a number of requests from 0 to {MAX_HELD}",
+            show(held)
+        );
     }
     Ok(held)
+}
+
+/// The `--now` flag of `decide` and `kube`, or the clock.
+pub fn now_flag(now: Option<f64>) -> anyhow::Result<f64> {
+    let now = now.unwrap_or_else(super::state_file::unix_now);
+    if !(now.is_finite() && (0.0..=MAX_NOW).contains(&now)) {
+        bail!(
+            "--now {}: expected Unix seconds from 0 to {MAX_NOW}",
+            show(now)
+        );
+    }
+    Ok(now)
+}
+
+/// A replica count flag (`--current`, `--status`), at most [`MAX_REPLICAS`].
+pub fn replicas_flag(flag: &str, n: Option<u32>) -> anyhow::Result<Option<u32>> {
+    match n {
+        Some(n) if n > MAX_REPLICAS => {
+            bail!("{flag} {n}: expected a number of replicas from 0 to {MAX_REPLICAS}")
+        }
+        n => Ok(n),
+    }
 }

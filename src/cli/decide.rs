@@ -1,9 +1,9 @@
 //! `infscale decide`: a replica count from pages, held requests and a policy, with its reasons.
 
-use super::checks::held_flag;
+use super::checks::{held_flag, now_flag, replicas_flag};
 use super::policy_args::PolicyArgs;
 use super::read::{read_all, SourceArgs};
-use super::state_file::{load_state, save_state, unix_now};
+use super::state_file::{load_state, save_state};
 use super::table;
 use crate::scaling::{decide, Decision, Policy};
 use anyhow::bail;
@@ -43,10 +43,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
     crate::scaling::exports::check(args.read.server, &policy)?;
     let held = held_flag(args.held)?;
-    let now = args.now.unwrap_or_else(unix_now);
-    if !now.is_finite() {
-        bail!("--now {now}: expected a number of seconds");
-    }
+    let now = now_flag(args.now)?;
+    let current_flag = replicas_flag("--current", args.current)?;
+    let status = replicas_flag("--status", args.status)?;
     let mut state = load_state(args.state.as_deref())?;
     let counters = args.state.as_ref().map(|_| &mut state.counters);
     let fleet = read_all(&args.sources, &args.read, counters, now).await?;
@@ -62,8 +61,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{} (line skipped)", error.at(&read.name));
         }
     }
-    let current = args.current.unwrap_or(fleet.outcomes.len() as u32);
-    let observation = fleet.observation(now, current, args.status, Some(held), Some(now));
+    let current = current_flag.unwrap_or(fleet.outcomes.len() as u32);
+    let observation = fleet.observation(now, current, status, Some(held), Some(now));
     let decision = decide(&policy, &observation, &mut state);
     save_state(args.state.as_deref(), &state)?;
     if args.json {

@@ -1,8 +1,12 @@
-//! `infscale demo`: runs the whole loop on this machine and prints what happened.
+//! `infscale demo`: runs the whole loop on this machine and prints what happened, or that it
+//! could not keep time there (exit 3) rather than misses the policy did not cause; a request lost
+//! while the clock kept time is a failure (exit 1).
 
 use super::simulate::RECOMMENDED_TO_ZERO;
+use crate::demo::lag::ClockLag;
 use crate::demo::{self, DemoConfig, DemoReport};
 use crate::emulate::Dialect;
+use crate::limits::DEMO_MAX_REPLICAS;
 use crate::scaling::Policy;
 use crate::sim::report::Summary;
 use crate::sim::trace::Scenario;
@@ -32,7 +36,22 @@ pub struct Args {
     /// Print the summary as one JSON object (and no live view).
     #[arg(long)]
     pub json: bool,
+    /// Runs in all: when the clock cannot keep time (a busy machine), the demo runs again at
+    /// half the speed, down to 1x, up to this many runs (1: never again).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub attempts: u32,
+    /// Run only the first SECONDS of the day [default: all of it].
+    #[arg(long, value_name = "SECONDS")]
+    pub until: Option<f64>,
+    /// For tests: the Service answers every Nth request 500, a loss the demo must report.
+    #[arg(long, hide = true, value_name = "N")]
+    pub fail_every: Option<usize>,
 }
+
+/// Exit status when requests were lost while the clock kept time: a real failure of the loop.
+pub const EXIT_LOST: u8 = 1;
+/// Exit status when the run could not keep time on this machine: its misses are not a result.
+pub const EXIT_NO_TIME: u8 = 3;
 
 fn row(s: &Summary) -> String {
     format!(
@@ -65,7 +84,22 @@ fn print(r: &DemoReport, svg: &std::path::Path) {
         r.held_after_zero,
         r.min_replicas_seen
     );
+    println!("{}", clock_line(&r.clock_lag));
     println!("timeline: {}", svg.display());
+}
+
+/// Whether the run kept time, in one line.
+fn clock_line(lag: &ClockLag) -> String {
+    let seen = format!(
+        "the clock's lateness p99 {:.2} s, max {:.2} s of scenario time at {}x; requests sent late p99 {:.2} s",
+        lag.probe.p99_s, lag.probe.max_s, lag.speed, lag.send.p99_s
+    );
+    match &lag.why {
+        None => format!("clock: kept time ({seen})"),
+        Some(why) => format!(
+            "clock: COULD NOT KEEP TIME on this machine: {why} ({seen}); the misses above are the machine's, not a result"
+        ),
+    }
 }
 
 fn json(r: &DemoReport) -> serde_json::Value {
@@ -82,24 +116,46 @@ fn json(r: &DemoReport) -> serde_json::Value {
         "held_after_zero": r.held_after_zero,
         "scale_events": r.demo.scale_events,
         "simulated": r.simulated,
+        "speed": r.clock_lag.speed,
+        "valid": r.clock_lag.valid,
+        "clock_lag": r.clock_lag,
     })
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let speed = args.speed.unwrap_or(if args.quick { 30.0 } else { 12.5 });
     if !(speed.is_finite() && (1.0..=30.0).contains(&speed)) {
-        anyhow::bail!("--speed {speed}: expected 1 to 30 (the scaler's trend window is at least 1 s of wall time)");
+        anyhow::bail!(
+            "--speed {}: expected 1 to 30 (the scaler's trend window is at least 1 s of wall time)",
+            crate::limits::show(speed)
+        );
     }
     let label = args
         .policy
         .unwrap_or_else(|| RECOMMENDED_TO_ZERO.to_owned());
     let policy = Policy::parse_with_max(&label, 8)?;
+    if policy.max > DEMO_MAX_REPLICAS {
+        anyhow::bail!(
+            "--policy {label:?}: max {} replicas, more than the {DEMO_MAX_REPLICAS} the demo runs on one machine",
+            policy.max
+        );
+    }
     let mut scenario = Scenario::default_day();
     if let Some(seed) = args.seed {
         scenario.seed = seed;
     }
+    if let Some(until) = args.until {
+        let day = scenario.duration;
+        if !(until.is_finite() && until > 0.0 && until <= day) {
+            anyhow::bail!(
+                "--until {}: expected seconds above 0, at most the day's {day}",
+                crate::limits::show(until)
+            );
+        }
+        scenario.duration = until;
+    }
     let dialect: Dialect = args.dialect.parse().map_err(anyhow::Error::msg)?;
-    let cfg = DemoConfig {
+    let mut cfg = DemoConfig {
         scenario,
         speed,
         policy,
@@ -108,24 +164,73 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         dialect,
         slo_ttft_s: 2.0,
         svg: Some(args.svg.clone()),
+        fail_every: args.fail_every.unwrap_or(0),
     };
-    if !args.json {
-        println!(
-            "demo: the default day ({} s) at {speed}x on 127.0.0.1: emulated vLLM replicas, the activator, serve, KEDA and its HPA over gRPC",
-            cfg.scenario.duration
-        );
-    }
-    let quiet = args.json;
-    let report = demo::run(cfg, move |line| {
-        if !quiet {
-            println!("{line}");
+    let mut attempts = Vec::new();
+    let report = loop {
+        if !args.json {
+            println!(
+                "demo: the default day ({} s) at {}x on 127.0.0.1: emulated vLLM replicas, the activator, serve, KEDA and its HPA over gRPC",
+                cfg.scenario.duration, cfg.speed
+            );
         }
-    })
-    .await?;
+        let quiet = args.json;
+        let report = demo::run(cfg.clone(), move |line| {
+            if !quiet {
+                println!("{line}");
+            }
+        })
+        .await?;
+        let lag = &report.clock_lag;
+        attempts.push(serde_json::json!({
+            "speed": lag.speed,
+            "valid": lag.valid,
+            "why": lag.why,
+            "slo_miss_pct": report.demo.slo_miss_pct,
+            "lost": report.lost,
+        }));
+        let slower = cfg.speed / 2.0;
+        let again = !lag.valid && attempts.len() < args.attempts as usize;
+        if !(again && slower >= 1.0) {
+            break report;
+        }
+        eprintln!(
+            "demo: could not keep time at {}x ({}); running again at {slower}x",
+            cfg.speed,
+            lag.why.as_deref().unwrap_or("late")
+        );
+        cfg.speed = slower;
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json(&report))?);
+        let mut v = json(&report);
+        v["attempts"] = serde_json::Value::from(attempts);
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print(&report, &args.svg);
+    }
+    // A run that could not keep time judges nothing: a client that fell behind sends its
+    // backlog at once, and what that loses is the machine's too.
+    if let Some(why) = &report.clock_lag.why {
+        let lost = if report.lost > 0 {
+            format!(
+                "; {} requests lost {:?}, which the lag may explain",
+                report.lost, report.lost_by
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "demo: could not keep time at {}x on this machine: {why}{lost}; its misses are not a result (exit {EXIT_NO_TIME})",
+            report.clock_lag.speed
+        );
+        return Ok(ExitCode::from(EXIT_NO_TIME));
+    }
+    if report.lost > 0 {
+        eprintln!(
+            "demo: {} requests lost {:?} while the clock kept time: the loop failed (exit {EXIT_LOST})",
+            report.lost, report.lost_by
+        );
+        return Ok(ExitCode::from(EXIT_LOST));
     }
     Ok(ExitCode::SUCCESS)
 }

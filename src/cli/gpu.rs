@@ -1,6 +1,8 @@
 //! `infscale gpu`: the replica model's derived numbers, and the flags every tuning command shares
 //! to change it (each parameter is a flag and a field of `--gpu-file FILE.yaml`).
 
+use super::files::read_text;
+use crate::limits;
 use crate::sim::capacity;
 use crate::sim::gpu::GpuModel;
 use crate::sim::trace::Scenario;
@@ -83,8 +85,7 @@ impl GpuArgs {
     pub fn model(&self) -> anyhow::Result<GpuModel> {
         let mut g = match &self.gpu_file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("{}: cannot read", path.display()))?;
+                let text = read_text(path, limits::MAX_CONFIG_FILE_BYTES)?;
                 serde_yaml::from_str(&text).with_context(|| format!("{}", path.display()))?
             }
             None => GpuModel::default(),
@@ -124,7 +125,10 @@ impl GpuArgs {
                 *field = v;
             }
         }
-        g.validate()?;
+        g.validate().with_context(|| match &self.gpu_file {
+            Some(path) => format!("the GPU model (flags over {})", path.display()),
+            None => "the GPU model".to_owned(),
+        })?;
         Ok(g)
     }
 }
@@ -150,10 +154,9 @@ pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
             None => Scenario::default_day(),
             Some(path) => {
                 let name = path.display().to_string();
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("{name}: cannot read"))?;
+                let text = read_text(path, limits::MAX_CONFIG_FILE_BYTES)?;
                 let s: Scenario = serde_yaml::from_str(&text).with_context(|| name.clone())?;
-                s.validate()?;
+                s.validate().with_context(|| name.clone())?;
                 s
             }
         };

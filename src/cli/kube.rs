@@ -4,9 +4,9 @@
 //! clusters without KEDA, or to compare with it. The work is `serve::standalone`'s; this file
 //! is its flags and its printing.
 
-use super::checks::{held_flag, positive_seconds};
+use super::checks::{held_flag, now_flag, positive_seconds};
 use super::policy_args::PolicyArgs;
-use super::state_file::{load_state, save_state, unix_now};
+use super::state_file::{load_state, save_state};
 use super::table;
 use crate::metrics::ServerChoice;
 use crate::serve::discovery::ScrapeVia;
@@ -63,7 +63,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
     crate::scaling::exports::check(args.server, &policy)?;
     let held = held_flag(args.held)?;
-    let now = args.now.unwrap_or_else(unix_now);
+    let now = now_flag(args.now)?;
+    if args.metrics_path.len() > crate::limits::PATH_BYTES {
+        anyhow::bail!(
+            "--metrics-path: {} bytes, more than {}",
+            args.metrics_path.len(),
+            crate::limits::PATH_BYTES
+        );
+    }
     let target = DeploymentRef {
         namespace: args.namespace.clone(),
         deployment: args.deployment.clone(),
@@ -73,8 +80,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         scrape_via: args.scrape_via,
         timeout: positive_seconds("--timeout", args.timeout)?,
     };
-    let client = crate::edge::kubeapi::connect(args.kube_api.as_deref()).await?;
+    // Every input is read before the cluster is.
     let mut state = load_state(args.state.as_deref())?;
+    let client = crate::edge::kubeapi::connect(args.kube_api.as_deref()).await?;
     let reading = standalone::decide_once(&client, &target, &policy, held, now, &mut state).await?;
     save_state(args.state.as_deref(), &state)?;
     let outcomes = &reading.fleet.outcomes;

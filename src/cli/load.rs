@@ -1,6 +1,8 @@
 //! `infscale load`: drive an OpenAI-compatible server in a closed or open loop and print what
 //! its users would see; `--sweep` finds the concurrency it saturates at.
 
+use super::checks::positive_seconds;
+use crate::limits;
 use crate::load::knee;
 use crate::load::report::ms;
 use crate::load::{Config, Limits, Mode, Report, Sweep};
@@ -56,14 +58,51 @@ pub struct Args {
 }
 
 fn seconds(flag: &str, s: f64) -> anyhow::Result<Duration> {
-    if !(s.is_finite() && s > 0.0 && s < 1e7) {
-        bail!("--{flag} {s}: expected seconds above 0");
-    }
-    Ok(Duration::from_secs_f64(s))
+    positive_seconds(&format!("--{flag}"), s)
 }
 
 impl Args {
+    /// Every number within [`crate::limits`], each error naming its flag.
+    fn check_numbers(&self) -> anyhow::Result<()> {
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0 && rate <= limits::MAX_RATE) {
+                bail!(
+                    "--rate {}: expected requests per second above 0, at most {}",
+                    limits::show(rate),
+                    limits::MAX_RATE
+                );
+            }
+        }
+        let most = limits::MAX_CONCURRENCY;
+        let levels = self.concurrency.iter().map(|&c| ("--concurrency", c));
+        for (flag, c) in levels.chain(self.sweep.iter().map(|&c| ("--sweep", c))) {
+            if !(1..=most).contains(&c) {
+                bail!("{flag} {c}: expected 1 to {most} concurrent requests");
+            }
+        }
+        for (flag, tokens) in [
+            ("--prompt-tokens", self.prompt_tokens),
+            ("--output-tokens", self.output_tokens),
+        ] {
+            if !(1..=limits::MAX_TOKENS).contains(&tokens) {
+                bail!(
+                    "{flag} {tokens}: expected 1 to {} tokens",
+                    limits::MAX_TOKENS
+                );
+            }
+        }
+        if !(1..=limits::MAX_IN_FLIGHT).contains(&self.max_in_flight) {
+            bail!(
+                "--max-in-flight {}: expected 1 to {}",
+                self.max_in_flight,
+                limits::MAX_IN_FLIGHT
+            );
+        }
+        Ok(())
+    }
+
     fn config(&self) -> anyhow::Result<Config> {
+        self.check_numbers()?;
         let mode = match self.rate {
             Some(rate) => Mode::Open {
                 rate,
@@ -96,9 +135,6 @@ impl Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     if !args.sweep.is_empty() {
-        if args.sweep.contains(&0) {
-            bail!("--sweep: every concurrency must be at least 1");
-        }
         let mut levels = args.sweep.clone();
         levels.sort_unstable();
         levels.dedup();

@@ -8,6 +8,7 @@ mod checks;
 mod decide;
 mod demo;
 mod emulate;
+mod files;
 mod gpu;
 mod kube;
 mod load;

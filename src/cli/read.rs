@@ -4,6 +4,7 @@
 
 use super::checks::positive_seconds;
 use crate::edge::source::{Reader, DEFAULT_MAX_BYTES};
+use crate::limits::{MAX_CORES, MAX_PAGE_BYTES};
 use crate::metrics::rates::Snapshot;
 use crate::metrics::{read_page, ServerChoice};
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
@@ -58,10 +59,16 @@ pub async fn read_all(
     if let Some(interval) = args.interval {
         positive_seconds("--interval", interval)?;
     }
-    if !(args.cpu_request.is_finite() && args.cpu_request > 0.0) {
+    if !(args.cpu_request.is_finite() && args.cpu_request > 0.0 && args.cpu_request <= MAX_CORES) {
         bail!(
-            "--cpu-request {}: expected a positive number of cores",
-            args.cpu_request
+            "--cpu-request {}: expected a number of cores above 0, at most {MAX_CORES}",
+            crate::limits::show(args.cpu_request)
+        );
+    }
+    if !(1..=MAX_PAGE_BYTES).contains(&args.max_bytes) {
+        bail!(
+            "--max-bytes {}: expected 1 to {MAX_PAGE_BYTES} bytes",
+            args.max_bytes
         );
     }
     let timeout = positive_seconds("--timeout", args.timeout)?;

@@ -1,7 +1,9 @@
 //! `infscale simulate`: policies over a trace through simulated GPU replicas, as a table.
 
 use super::checks::positive_seconds;
+use super::files::read_text;
 use super::gpu::GpuArgs;
+use crate::limits;
 use crate::scaling::Policy;
 use crate::sim::bound::clairvoyant;
 use crate::sim::cluster::Balancer;
@@ -138,6 +140,10 @@ impl TraceSource {
 
 impl SimArgs {
     pub fn source(&self) -> anyhow::Result<TraceSource> {
+        if let Some(d) = self.duration {
+            limits::seconds(d, false, limits::MAX_SIM_SECONDS)
+                .map_err(|e| anyhow::anyhow!("--duration {e} (31 days)"))?;
+        }
         let Some(path) = &self.trace else {
             let mut s = Scenario::default_day();
             if let Some(seed) = self.seed {
@@ -146,12 +152,16 @@ impl SimArgs {
             return Ok(TraceSource::Scenario(s));
         };
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).with_context(|| format!("{name}: cannot read"))?;
+        let text = read_text(path, limits::MAX_TRACE_FILE_BYTES)?;
         let format = match self.trace_format.parse::<Format>()? {
             Format::Auto => formats::detect(&name, &text),
             named => named,
         };
         if format == Format::Scenario {
+            let cap = limits::MAX_CONFIG_FILE_BYTES;
+            if text.len() as u64 > cap {
+                anyhow::bail!("{name}: a scenario larger than the {cap}-byte cap for this file");
+            }
             let mut s: Scenario = serde_yaml::from_str(&text).with_context(|| name.clone())?;
             if let Some(seed) = self.seed {
                 s.seed = seed;
@@ -159,6 +169,7 @@ impl SimArgs {
             if let Some(d) = self.duration {
                 s.duration = d;
             }
+            s.validate().with_context(|| name.clone())?;
             self.scaled(TraceSource::Scenario(s))
         } else {
             let read = formats::read(format, &name, &text, self.duration)?;
@@ -172,16 +183,49 @@ impl SimArgs {
     /// The source at `--rate-scale`.
     fn scaled(&self, source: TraceSource) -> anyhow::Result<TraceSource> {
         let x = self.rate_scale;
-        if !(x.is_finite() && x > 0.0) {
-            anyhow::bail!("--rate-scale {x}: expected a number above 0 (2 plays twice as fast)");
-        }
+        let flag = || format!("--rate-scale {}", limits::show(x));
+        limits::within(x, limits::RATE_SCALE)
+            .map_err(|e| anyhow::anyhow!("--rate-scale {e} (2 plays twice as fast)"))?;
         Ok(match source {
             TraceSource::Scenario(mut s) => {
                 s.rates.iter_mut().for_each(|p| p.1 *= x);
+                s.validate().with_context(flag)?;
                 TraceSource::Scenario(s)
             }
-            TraceSource::Csv(t) => TraceSource::Csv(replay::rate_scaled(&t, x)?),
+            TraceSource::Csv(t) => {
+                let t = replay::rate_scaled(&t, x)?;
+                if t.duration > limits::MAX_SIM_SECONDS {
+                    anyhow::bail!(
+                        "{}: the trace then runs {} s, past the longest run, {} s (31 days)",
+                        flag(),
+                        limits::show(t.duration),
+                        limits::MAX_SIM_SECONDS
+                    );
+                }
+                TraceSource::Csv(t)
+            }
         })
+    }
+
+    /// The run's length of `source` in steps of `--dt`, within [`limits::MAX_SIM_STEPS`].
+    fn check_steps(&self, source: &TraceSource) -> anyhow::Result<()> {
+        limits::within(self.dt, limits::STEP_SECONDS)
+            .map_err(|e| anyhow::anyhow!("--dt {e} seconds"))?;
+        let duration = match source {
+            TraceSource::Scenario(s) => s.duration,
+            TraceSource::Csv(t) => t.duration,
+        };
+        let steps = duration / self.dt;
+        if steps > limits::MAX_SIM_STEPS {
+            anyhow::bail!(
+                "--dt {}: {duration} s in steps of {} s is {} steps, more than {}",
+                self.dt,
+                self.dt,
+                limits::show(steps.round()),
+                limits::show(limits::MAX_SIM_STEPS)
+            );
+        }
+        Ok(())
     }
 
     /// Who starts warm: `--start-replicas`, or by default a recorded trace from the bound.
@@ -211,6 +255,14 @@ impl SimArgs {
         ];
         for (flag, v) in positive {
             positive_seconds(flag, v)?;
+        }
+        self.check_steps(source)?;
+        if !(1..=limits::MAX_REPLICAS).contains(&self.max) {
+            anyhow::bail!(
+                "--max {}: expected 1 to {} replicas",
+                self.max,
+                limits::MAX_REPLICAS
+            );
         }
         if self.drain.is_nan() || self.drain < 0.0 {
             anyhow::bail!("--drain {}: expected seconds >= 0, or inf", self.drain);
@@ -289,7 +341,7 @@ pub struct Args {
     /// Run every policy on the scenario generated with seeds 1..N and print per policy the
     /// mean, 95th percentile and worst per-seed miss %, the mean replica-minutes and the mean
     /// ratio to each seed's clairvoyant bound (not for a CSV trace).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=limits::MAX_DAYS),
         conflicts_with_all = ["seed", "timeline", "write_trace", "plot"])]
     pub seeds: Option<u64>,
     /// Judge every policy on the benchmark's families of days (the built-in day, perturbed

@@ -1,6 +1,9 @@
 //! The `--state FILE` of `decide` and `kube`: the HPA's memory, the last activity and each
-//! source's counters, kept as JSON between runs.
+//! source's counters, kept as JSON between runs (read through [`super::files`], at most
+//! [`crate::limits::MAX_CONFIG_FILE_BYTES`]).
 
+use super::files::read_text;
+use crate::limits::MAX_CONFIG_FILE_BYTES;
 use crate::scaling::ScalerState;
 use anyhow::Context;
 use std::path::Path;
@@ -10,12 +13,16 @@ pub fn load_state(path: Option<&Path>) -> anyhow::Result<ScalerState> {
     let Some(path) = path else {
         return Ok(ScalerState::default());
     };
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .with_context(|| format!("{}: not a state file written by infscale", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ScalerState::default()),
-        Err(e) => Err(e).with_context(|| format!("{}: cannot read the state", path.display())),
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ScalerState::default()),
+        Err(e) => {
+            return Err(e).with_context(|| format!("{}: cannot read the state", path.display()))
+        }
+        Ok(_) => {}
     }
+    let text = read_text(path, MAX_CONFIG_FILE_BYTES)?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a state file written by infscale", path.display()))
 }
 
 /// Writes the state, if there is a file for it (to a temporary file first, then renamed over

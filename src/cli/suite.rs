@@ -1,8 +1,10 @@
 //! `simulate --suite`: every policy on the benchmark's families of days (src/sim/suite.rs),
 //! a table per family, then each policy's worst family.
 
+use super::files::read_text;
 use super::seeds::progress;
 use super::simulate::{Args, SimArgs, BOUND_CAP};
+use crate::limits;
 use crate::sim::seeds::{self, Judgement};
 use crate::sim::suite::{self, Family, Plan, Recorded};
 use crate::sim::trace::formats::{self, Format};
@@ -24,7 +26,9 @@ pub fn recorded(spec: &str) -> anyhow::Result<Recorded> {
         ),
         None => (spec, 1.0),
     };
-    let text = std::fs::read_to_string(path).with_context(|| format!("{path}: cannot read"))?;
+    limits::within(scale, limits::RATE_SCALE)
+        .map_err(|e| anyhow::anyhow!("--suite-trace {spec}: a rate scale of {e}"))?;
+    let text = read_text(Path::new(path), limits::MAX_TRACE_FILE_BYTES)?;
     let format = formats::detect(path, &text);
     if format == Format::Scenario {
         bail!("--suite-trace {path}: a scenario, not a recorded trace (the suite generates its own days)");
@@ -41,10 +45,15 @@ pub fn recorded(spec: &str) -> anyhow::Result<Recorded> {
     } else {
         format!("{stem}@{scale}")
     };
-    Ok(Recorded {
-        name,
-        trace: replay::rate_scaled(&read.trace, scale)?,
-    })
+    let trace = replay::rate_scaled(&read.trace, scale)?;
+    if trace.duration > limits::MAX_SIM_SECONDS {
+        bail!(
+            "--suite-trace {spec}: the trace then runs {} s, past the longest run, {} s (31 days)",
+            limits::show(trace.duration),
+            limits::MAX_SIM_SECONDS
+        );
+    }
+    Ok(Recorded { name, trace })
 }
 
 /// The suite's plan from the flags `simulate --suite` and `tune --suite` share: the engine and
@@ -56,6 +65,13 @@ pub fn plan(
     traces: &[String],
     families: Option<&str>,
 ) -> anyhow::Result<Plan> {
+    if traces.len() > limits::MAX_SUITE_TRACES {
+        bail!(
+            "--suite-trace given {} times: at most {}",
+            traces.len(),
+            limits::MAX_SUITE_TRACES
+        );
+    }
     let base = sim.source()?;
     Ok(Plan {
         seeds,

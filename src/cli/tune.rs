@@ -158,11 +158,11 @@ pub struct Args {
     pub points: usize,
     /// Run every point on this many traces of the scenario (seeds 1..R, or from --seed) and
     /// judge it on all of them, so the choice does not fit one draw's luck.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=crate::limits::MAX_DAYS))]
     pub replicates: u64,
     /// Then run the frontier (and the --max-miss choice) on this many further seeds, after the
     /// ones chosen on, and report those figures too (0: skip) [default: --replicates].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=crate::limits::MAX_DAYS))]
     pub held_out: Option<u64>,
     /// A recorded --trace is cut into this many equal parts in time: the points are judged and
     /// chosen on the earlier half, and the frontier is reported on the later parts it never saw.
@@ -218,7 +218,20 @@ pub struct Args {
 }
 
 impl Args {
+    /// The grid of the flags, at most [`crate::limits::MAX_GRID_POINTS`] points.
     pub fn grid(&self) -> anyhow::Result<Grid> {
+        let grid = self.axes()?;
+        let most = grid.most_points();
+        if most > crate::limits::MAX_GRID_POINTS as f64 {
+            bail!(
+                "the grid of --targets, --lookaheads, --forecasts, --down-windows, --down-policies, --cooldowns, --also, --deletion-cost and --hold has up to {most:.0} points, more than {}: give fewer values (--points samples a grid, it does not shrink one)",
+                crate::limits::MAX_GRID_POINTS
+            );
+        }
+        Ok(grid)
+    }
+
+    fn axes(&self) -> anyhow::Result<Grid> {
         let cooldowns = self
             .cooldowns
             .split(',')
@@ -305,7 +318,30 @@ impl Args {
     }
 }
 
+/// The numbers a run would otherwise only read at its end, checked before it starts.
+fn check_numbers(args: &Args) -> anyhow::Result<()> {
+    if !(args.cut_weight.is_finite() && (0.0..=1e6).contains(&args.cut_weight)) {
+        bail!(
+            "--cut-weight {}: expected a number from 0 to 1000000",
+            crate::limits::show(args.cut_weight)
+        );
+    }
+    for (flag, v) in [
+        ("--max-miss", args.max_miss),
+        ("--max-day-miss", args.max_day_miss),
+    ] {
+        if let Some(v) = v.filter(|v| !(v.is_finite() && (0.0..=100.0).contains(v))) {
+            bail!(
+                "{flag} {}: expected a percent from 0 to 100",
+                crate::limits::show(v)
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    check_numbers(&args)?;
     if args.suite {
         return super::tune_suite::run(&args);
     }
@@ -339,9 +375,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bar = super::seeds::progress(specs.len() as u64, "points", args.json)?;
     let summaries: Vec<Summary> = tune::run_points(&specs, &policies, &days, &|| bar.inc(1));
     bar.finish_and_clear();
-    if !(args.cut_weight.is_finite() && args.cut_weight >= 0.0) {
-        bail!("--cut-weight {}: expected a number >= 0", args.cut_weight);
-    }
     let frontier = tune::pareto(&summaries, args.cut_weight);
     let chosen = match args.max_miss {
         Some(max_miss) => match tune::cheapest_under(&summaries, max_miss, args.cut_weight) {

@@ -4,9 +4,11 @@
 //! A request's first token is the first SSE `data:` event of its answer; its TTFT is stated in
 //! simulated seconds. A request that ends without one (an error status, a refused or cut
 //! connection) is lost. Whether a replica was ready when it arrived is noted, so the requests
-//! held at zero and then served can be counted.
+//! held at zero and then served can be counted. How late each is sent after its arrival time
+//! goes to the lag [`Meter`].
 
 use super::clock::SimClock;
+use super::lag::Meter;
 use super::service::Endpoints;
 use crate::sim::cluster::RequestOutcome;
 use crate::sim::trace::Request;
@@ -26,10 +28,21 @@ pub struct Outcome {
     pub at_zero: bool,
     /// It got no answer with a first token: why (`http 503`, `connect`, `cut`...).
     pub lost: Option<String>,
+    /// When it was sent, simulated seconds.
+    pub sent_at: f64,
 }
 
 /// Outcomes as they come in, shared with the live view.
 pub type Outcomes = Arc<Mutex<Vec<Outcome>>>;
+
+/// Where the users note what happens: each request's outcome, the requests in flight, and how
+/// late each is sent.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    pub outcomes: Outcomes,
+    pub in_flight: Arc<AtomicUsize>,
+    pub meter: Arc<Meter>,
+}
 
 fn body(request: &Request, model: &str) -> Bytes {
     let mut prompt = String::with_capacity(request.prompt as usize * 2);
@@ -81,15 +94,15 @@ async fn one(
 }
 
 /// Replays `requests` (arrival times in simulated seconds) against the activator, recording
-/// into `outcomes` (which must hold one entry per request); returns when every request ended.
+/// into `tally` (whose outcomes must hold one entry per request); returns when every request
+/// ended.
 pub async fn replay(
     requests: Vec<Request>,
     activator: SocketAddr,
     model: String,
     clock: SimClock,
     endpoints: Arc<Endpoints>,
-    outcomes: Outcomes,
-    in_flight: Arc<AtomicUsize>,
+    tally: Tally,
 ) {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
@@ -104,15 +117,22 @@ pub async fn replay(
         tokio::time::sleep_until(clock.at(request.arrival).into()).await;
         let at_zero = endpoints.is_empty();
         let payload = body(&request, &model);
-        let (client, outcomes, in_flight) = (client.clone(), outcomes.clone(), in_flight.clone());
+        let (client, tally) = (client.clone(), tally.clone());
         tasks.spawn(async move {
+            let Tally {
+                outcomes,
+                in_flight,
+                meter,
+            } = tally;
             let sent_at = clock.now();
+            meter.send(sent_at - request.arrival);
             in_flight.fetch_add(1, Ordering::Relaxed);
             let ttft = one(&client, activator, payload, clock, sent_at).await;
             in_flight.fetch_sub(1, Ordering::Relaxed);
             if let Ok(mut all) = outcomes.lock() {
                 if let Some(o) = all.get_mut(i) {
                     o.at_zero = at_zero;
+                    o.sent_at = sent_at;
                     match ttft {
                         Ok(t) => o.outcome.ttft = t as f32,
                         Err(why) => {
@@ -121,7 +141,7 @@ pub async fn replay(
                         }
                     }
                 }
-            }
+            };
         });
         // Reap what has finished, so the set does not grow with the whole trace.
         while tasks.try_join_next().is_some() {}

@@ -27,6 +27,8 @@ pub struct Record {
     pub timeline: Vec<TimelineEntry>,
     pub series: Vec<SeriesPoint>,
     pub min_replicas_seen: Option<u32>,
+    /// How late each HPA sync ran past its period, simulated seconds.
+    pub hpa_late: Vec<f64>,
 }
 
 /// The scaler's answers as last read.
@@ -186,6 +188,9 @@ impl Driver {
             }
         }
         if now >= self.next_hpa {
+            if self.next_hpa > 0.0 {
+                self.record.hpa_late.push(now - self.next_hpa);
+            }
             self.next_hpa = now + HPA_PERIOD_S;
             let mut values = Vec::with_capacity(self.metrics.len());
             for name in self.metrics.clone() {

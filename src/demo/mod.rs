@@ -5,12 +5,15 @@
 //! a driver that acts as KEDA and its HPA over gRPC ([`driver`]), and real HTTP clients replaying
 //! the scenario through the activator ([`clients`]), all on a compressed clock ([`clock`]). The
 //! report is the simulator's own summary over what the clients saw and what the Deployment
-//! billed, beside the simulator's run of the same scenario, seed and policy.
+//! billed, beside the simulator's run of the same scenario, seed and policy, with how far the
+//! compressed clock lagged the wall clock ([`lag`]): a run that could not keep time says so
+//! rather than report misses the policy did not cause.
 
 pub mod clients;
 pub mod clock;
 pub mod deployment;
 pub mod driver;
+pub mod lag;
 pub mod service;
 
 use crate::activator::routes::RouteSpec;
@@ -23,6 +26,7 @@ use crate::sim::report::{summarize, Summary};
 use crate::sim::run::{run as simulate, Run, Settings};
 use crate::sim::trace::{Scenario, Trace};
 use clock::SimClock;
+use lag::{ClockLag, Meter, Seen};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,6 +47,8 @@ pub struct DemoConfig {
     pub slo_ttft_s: f64,
     /// The SVG timeline's path, if any.
     pub svg: Option<std::path::PathBuf>,
+    /// A fault for tests: the Service answers every this many requests 500 (0: none).
+    pub fail_every: usize,
 }
 
 /// The demo's summary beside the simulator's.
@@ -55,6 +61,8 @@ pub struct DemoReport {
     pub min_replicas_seen: u32,
     pub held_after_zero: usize,
     pub simulated: Summary,
+    /// How far the clock lagged, and whether the run kept time.
+    pub clock_lag: ClockLag,
     #[serde(skip)]
     pub timeline: Vec<crate::sim::run::TimelineEntry>,
 }
@@ -117,6 +125,7 @@ pub async fn run(
     let cold_start = cfg.gpu.cold_start_s();
     // The Service and the Deployment.
     let endpoints = Arc::new(service::Endpoints::default());
+    endpoints.fail_every(cfg.fail_every);
     let svc_addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let svc_task = tokio::spawn(service::serve(svc_addr, endpoints.clone()));
     let port = slot_port()?;
@@ -183,6 +192,9 @@ pub async fn run(
     let mut driver =
         driver::Driver::connect(format!("http://{grpc}"), so, cfg.policy.clone()).await?;
     let clock = SimClock::new(speed);
+    let meter = Meter::new(clock);
+    let (stop_probe, probe_stop) = tokio::sync::watch::channel(false);
+    let probe = tokio::spawn(meter.clone().probe(probe_stop));
     let outcomes: clients::Outcomes = Arc::new(Mutex::new(vec![
         clients::Outcome::default();
         trace.requests.len()
@@ -194,10 +206,14 @@ pub async fn run(
         "model".into(),
         clock,
         endpoints.clone(),
-        outcomes.clone(),
-        in_flight.clone(),
+        clients::Tally {
+            outcomes: outcomes.clone(),
+            in_flight: in_flight.clone(),
+            meter: meter.clone(),
+        },
     ));
     let tick = clock.wall(0.25).max(Duration::from_millis(5));
+    let mut due = tokio::time::Instant::now();
     let admin_client = reqwest::Client::new();
     let mut next_line = 0.0;
     let mut shown = 0;
@@ -236,16 +252,35 @@ pub async fn run(
         if now >= trace.duration && replay.is_finished() {
             break;
         }
-        tokio::time::sleep(tick).await;
+        // The next tick is planned a tick after the last; it comes late when this pass ran past
+        // it or the runtime wakes the loop late.
+        let planned = due + tick;
+        due = planned.max(tokio::time::Instant::now());
+        tokio::time::sleep_until(due).await;
+        meter.tick(clock.sim(tokio::time::Instant::now().saturating_duration_since(planned)));
     }
     let _ = replay.await;
+    stop_probe.send_replace(true);
+    let _ = probe.await;
+    for late in &driver.record.hpa_late {
+        meter.hpa(*late);
+    }
     deployment.tick(clock.now()).await?;
     deployment.shutdown().await;
     svc_task.abort();
     act_task.abort();
     scaler_task.abort();
     let outcomes = outcomes.lock().map(|o| o.clone()).unwrap_or_default();
-    report(&cfg, &trace, outcomes, deployment, driver.record)
+    let seen: Vec<Seen> = outcomes
+        .iter()
+        .filter(|o| o.lost.is_none())
+        .map(|o| Seen {
+            sent_at: o.sent_at,
+            ttft: f64::from(o.outcome.ttft),
+        })
+        .collect();
+    let clock_lag = meter.verdict(&seen, outcomes.len(), cfg.slo_ttft_s);
+    report(&cfg, &trace, outcomes, deployment, driver.record, clock_lag)
 }
 
 /// Requests held at the activator now, from its `/queue` (the count `serve` follows).
@@ -268,6 +303,7 @@ fn report(
     outcomes: Vec<clients::Outcome>,
     deployment: deployment::Deployment,
     record: driver::Record,
+    clock_lag: ClockLag,
 ) -> anyhow::Result<DemoReport> {
     let mut lost_by = std::collections::BTreeMap::new();
     for why in outcomes.iter().filter_map(|o| o.lost.as_ref()) {
@@ -327,6 +363,7 @@ fn report(
         min_replicas_seen: record.min_replicas_seen.unwrap_or(0),
         held_after_zero,
         simulated,
+        clock_lag,
         timeline: record.timeline,
     })
 }

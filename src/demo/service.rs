@@ -49,6 +49,9 @@ impl Backend {
 pub struct Endpoints {
     ready: RwLock<Vec<Arc<Backend>>>,
     count: tokio::sync::watch::Sender<usize>,
+    /// A fault for tests: every this many requests is answered 500 (0: none).
+    fail_every: AtomicUsize,
+    requests: AtomicUsize,
 }
 
 impl Default for Endpoints {
@@ -56,11 +59,25 @@ impl Default for Endpoints {
         Endpoints {
             ready: RwLock::new(Vec::new()),
             count: tokio::sync::watch::channel(0).0,
+            fail_every: AtomicUsize::new(0),
+            requests: AtomicUsize::new(0),
         }
     }
 }
 
 impl Endpoints {
+    /// Answers every `n`th request 500 from now on (0: none), a loss the demo must report.
+    pub fn fail_every(&self, n: usize) {
+        self.fail_every.store(n, Ordering::Relaxed);
+    }
+
+    /// Whether the request now arriving is one to fail.
+    fn fails(&self) -> bool {
+        let every = self.fail_every.load(Ordering::Relaxed);
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        every > 0 && n % every == every - 1
+    }
+
     pub fn add(&self, b: Arc<Backend>) {
         if let Ok(mut v) = self.ready.write() {
             v.push(b);
@@ -150,6 +167,9 @@ async fn handle(
         } else {
             plain(StatusCode::OK, "ok\n")
         };
+    }
+    if endpoints.fails() {
+        return plain(StatusCode::INTERNAL_SERVER_ERROR, "injected fault\n");
     }
     let (parts, body) = req.into_parts();
     // Requests are small JSON: read whole, so one can be sent again when a pooled connection to a

@@ -20,6 +20,7 @@ pub mod server;
 
 pub use server::{spawn, Emulator};
 
+use crate::limits;
 use crate::metrics::Server;
 use crate::sim::gpu::GpuModel;
 use std::fmt;
@@ -152,32 +153,49 @@ pub struct ConfigError(pub String);
 impl EmulateConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.gpu.validate().map_err(|e| ConfigError(e.0))?;
-        if !(self.speed.is_finite() && self.speed > 0.0) {
-            return Err(ConfigError(format!(
-                "speed {} must be a positive number",
-                self.speed
-            )));
-        }
-        if !(self.dt_s.is_finite() && self.dt_s > 0.0) {
-            return Err(ConfigError(format!(
-                "step {} s must be a positive number",
-                self.dt_s
-            )));
-        }
-        if !(self.cold_start_s.is_finite() && self.cold_start_s >= 0.0) {
-            return Err(ConfigError(format!(
-                "cold start {} s must be a number >= 0",
-                self.cold_start_s
-            )));
-        }
-        if self.stream_interval == 0 {
-            return Err(ConfigError(
-                "stream interval must be at least 1 token".to_owned(),
+        let bad = |m: String| Err(ConfigError(m));
+        let (slow, fast) = limits::SPEED;
+        if !(self.speed.is_finite() && (slow..=fast).contains(&self.speed)) {
+            return bad(format!(
+                "speed {} must be a number from {slow} to {fast}",
+                limits::show(self.speed)
             ));
         }
-        if self.limits.max_in_flight == 0 || self.limits.max_model_len == 0 {
-            return Err(ConfigError(
-                "max_in_flight and max_model_len must be at least 1".to_owned(),
+        let (short, long) = limits::STEP_SECONDS;
+        if !(self.dt_s.is_finite() && (short..=long).contains(&self.dt_s)) {
+            return bad(format!(
+                "step {} s must be a number from {short} to {long}",
+                limits::show(self.dt_s)
+            ));
+        }
+        if !(self.cold_start_s.is_finite()
+            && (0.0..=limits::MAX_SECONDS).contains(&self.cold_start_s))
+        {
+            return bad(format!(
+                "cold start {} s must be a number from 0 to {}",
+                limits::show(self.cold_start_s),
+                limits::MAX_SECONDS
+            ));
+        }
+        if !(1..=limits::MAX_TOKENS).contains(&self.stream_interval) {
+            return bad(format!(
+                "stream interval {} must be from 1 to {} tokens",
+                self.stream_interval,
+                limits::MAX_TOKENS
+            ));
+        }
+        if !(1..=limits::MAX_IN_FLIGHT).contains(&self.limits.max_in_flight) {
+            return bad(format!(
+                "max_in_flight {} must be from 1 to {}",
+                self.limits.max_in_flight,
+                limits::MAX_IN_FLIGHT
+            ));
+        }
+        if !(1..=limits::MAX_MODEL_LEN).contains(&self.limits.max_model_len) {
+            return bad(format!(
+                "max_model_len {} must be from 1 to {} tokens",
+                self.limits.max_model_len,
+                limits::MAX_MODEL_LEN
             ));
         }
         Ok(())

@@ -135,17 +135,19 @@ fn message_tokens(messages: &Value) -> Result<u64, ApiError> {
     Ok(n)
 }
 
-/// `max_tokens`, else `max_completion_tokens`, else the default; at least 1.
+/// `max_tokens`, else `max_completion_tokens`, else the default; from 1 to
+/// [`crate::limits::MAX_TOKENS`].
 fn max_tokens(body: &serde_json::Map<String, Value>) -> Result<u64, ApiError> {
+    let most = u64::from(crate::limits::MAX_TOKENS);
     for field in ["max_tokens", "max_completion_tokens"] {
         match body.get(field) {
             None | Some(Value::Null) => continue,
             Some(v) => {
                 return match v.as_u64() {
-                    Some(n) if n >= 1 => Ok(n),
+                    Some(n) if (1..=most).contains(&n) => Ok(n),
                     _ => Err(ApiError::bad(
                         field,
-                        format!("{field} must be an integer of at least 1, not {v}"),
+                        format!("{field} must be an integer from 1 to {most}, not {v}"),
                     )),
                 }
             }
@@ -193,7 +195,7 @@ pub fn parse(endpoint: Endpoint, body: &[u8], max_model_len: u32) -> Result<Gene
             ))
         }
     };
-    if prompt + output > u64::from(max_model_len) {
+    if prompt.saturating_add(output) > u64::from(max_model_len) {
         return Err(ApiError::bad(
             "max_tokens",
             format!(

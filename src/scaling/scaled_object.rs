@@ -488,7 +488,8 @@ mod tests {
             name: "chat".into(),
             namespace: "llm".into(),
             scaler_address: "infscale.infscale.svc:9090".into(),
-            activator_url: activator.then(|| activator_url("infscale-activator-admin", "llm", 9092)),
+            activator_url: activator
+                .then(|| activator_url("infscale-activator-admin", "llm", 9092)),
             polling_interval_s: 30.0,
             cold_start_s: 91.0,
         }

@@ -6,6 +6,7 @@
 //! compute, about 2 FLOPs per parameter per token. KV capacity is what memory is left after the
 //! weights. The defaults are an 8B model in FP16 on one 80 GB H100-class card.
 
+use crate::limits;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -159,7 +160,10 @@ impl GpuModel {
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {
-                return Err(GpuError(format!("{name} {v} must be a positive number")));
+                return Err(GpuError(format!(
+                    "{name} {} must be a positive number",
+                    limits::show(v)
+                )));
             }
         }
         let non_negative = [
@@ -172,7 +176,10 @@ impl GpuModel {
         ];
         for (name, v) in non_negative {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(GpuError(format!("{name} {v} must be a number >= 0")));
+                return Err(GpuError(format!(
+                    "{name} {} must be a number >= 0",
+                    limits::show(v)
+                )));
             }
         }
         for (name, v) in [
@@ -182,7 +189,8 @@ impl GpuModel {
         ] {
             if v > 1.0 {
                 return Err(GpuError(format!(
-                    "{name} {v} is a fraction and must be at most 1"
+                    "{name} {} is a fraction and must be at most 1",
+                    limits::show(v)
                 )));
             }
         }
@@ -196,6 +204,7 @@ impl GpuModel {
                 return Err(GpuError(format!("{name} must be at least 1")));
             }
         }
+        self.within_limits()?;
         if self.kv_free_bytes() <= 0.0 {
             return Err(GpuError(format!(
                 "the weights ({:.1} GB) and reserve ({} GB) do not fit in {} GB x {}",
@@ -203,6 +212,75 @@ impl GpuModel {
                 self.reserve_gb,
                 self.gpu_memory_gb,
                 self.memory_utilization
+            )));
+        }
+        Ok(())
+    }
+
+    /// The bounds of [`crate::limits`]: no field past [`limits::MAX_GPU_NUMBER`] (or
+    /// [`limits::MAX_GPU_WHOLE`]), and the derived cold start, decode step and prefill rate in
+    /// reach of a run.
+    fn within_limits(&self) -> Result<(), GpuError> {
+        let floats = [
+            ("params_billion", self.params_billion),
+            ("bytes_per_param", self.bytes_per_param),
+            ("gpu_memory_gb", self.gpu_memory_gb),
+            ("reserve_gb", self.reserve_gb),
+            ("hbm_gb_per_s", self.hbm_gb_per_s),
+            ("peak_tflops", self.peak_tflops),
+            ("kv_bytes", self.kv_bytes),
+            ("image_pull_s", self.image_pull_s),
+            ("load_gb_per_s", self.load_gb_per_s),
+            ("warmup_s", self.warmup_s),
+            ("cpu_idle_cores", self.cpu_idle_cores),
+            ("cpu_engine_cores", self.cpu_engine_cores),
+            ("cpu_per_sequence_cores", self.cpu_per_sequence_cores),
+            ("cpu_request_cores", self.cpu_request_cores),
+        ];
+        for (name, v) in floats {
+            if v > limits::MAX_GPU_NUMBER {
+                return Err(GpuError(format!(
+                    "{name} {} is above {}",
+                    limits::show(v),
+                    limits::MAX_GPU_NUMBER
+                )));
+            }
+        }
+        for (name, v) in [
+            ("layers", self.layers),
+            ("kv_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+            ("max_batch", self.max_batch),
+        ] {
+            if v > limits::MAX_GPU_WHOLE {
+                return Err(GpuError(format!(
+                    "{name} {v} is above {}",
+                    limits::MAX_GPU_WHOLE
+                )));
+            }
+        }
+        let cold = self.cold_start_s();
+        if !(cold.is_finite() && cold <= limits::MAX_SECONDS) {
+            return Err(GpuError(format!(
+                "the cold start (image_pull_s + weights / load_gb_per_s + warmup_s) is {} s, above {} s: raise load_gb_per_s",
+                limits::show(cold),
+                limits::MAX_SECONDS
+            )));
+        }
+        let step = self.decode_step_s(0.0);
+        if !(step.is_finite() && step <= limits::GPU_MAX_STEP_SECONDS) {
+            return Err(GpuError(format!(
+                "a decode step (weights / (hbm_gb_per_s x bandwidth_efficiency)) takes {} s, above {} s: raise hbm_gb_per_s",
+                limits::show(step),
+                limits::GPU_MAX_STEP_SECONDS
+            )));
+        }
+        let prefill = self.prefill_tokens_per_s();
+        if !(prefill.is_finite() && prefill >= limits::GPU_MIN_PREFILL_TOKENS_PER_S) {
+            return Err(GpuError(format!(
+                "prefill (peak_tflops x mfu / 2 FLOPs per parameter) runs {} tokens per second, below {}: raise peak_tflops",
+                limits::show(prefill),
+                limits::GPU_MIN_PREFILL_TOKENS_PER_S
             )));
         }
         Ok(())

@@ -182,15 +182,38 @@ impl Lengths {
         if let Some((min, max)) = self.range().filter(|(min, max)| min > max) {
             return bad(format!("min {min} is above max {max}"));
         }
+        let most = crate::limits::MAX_TOKENS;
+        if let Some((_, max)) = self.range().filter(|(_, max)| *max > most) {
+            return bad(format!("max {max} is above {most} tokens"));
+        }
         match *self {
             Lengths::Constant { value: 0 } => bad("value must be at least 1".into()),
+            Lengths::Constant { value } if value > most => {
+                bad(format!("value {value} is above {most} tokens"))
+            }
             Lengths::Lognormal { mean, .. } | Lengths::Exponential { mean, .. }
                 if !(mean.is_finite() && mean > 0.0) =>
             {
-                bad(format!("mean {mean} must be positive"))
+                bad(format!(
+                    "mean {} must be positive",
+                    crate::limits::show(mean)
+                ))
             }
-            Lengths::Lognormal { sigma, .. } if !(sigma.is_finite() && sigma >= 0.0) => {
-                bad(format!("sigma {sigma} must be >= 0"))
+            Lengths::Lognormal { mean, .. } | Lengths::Exponential { mean, .. }
+                if mean > f64::from(most) =>
+            {
+                bad(format!(
+                    "mean {} is above {most} tokens",
+                    crate::limits::show(mean)
+                ))
+            }
+            Lengths::Lognormal { sigma, .. }
+                if !(sigma.is_finite() && (0.0..=3.0).contains(&sigma)) =>
+            {
+                bad(format!(
+                    "sigma {} must be from 0 to 3",
+                    crate::limits::show(sigma)
+                ))
             }
             _ => Ok(()),
         }

@@ -57,6 +57,25 @@ impl Grid {
     /// Every combination, as policy strings (a forecast only with a lookahead). A point with a
     /// further metric that cannot work (a `kv` beside `min=0` on a metric that cannot wake the
     /// target) is left out.
+    /// The most points [`Grid::policies`] can give: the product of the axes' lengths (a point
+    /// without a lookahead has no forecast, so this is an upper bound).
+    pub fn most_points(&self) -> f64 {
+        [
+            self.targets.len(),
+            self.lookaheads.len(),
+            self.forecasts.len(),
+            self.down_windows.len(),
+            self.down_policies.len(),
+            self.cooldowns.len(),
+            self.also.len().max(1),
+            self.deletion_costs.len(),
+            self.holds.len(),
+        ]
+        .iter()
+        .map(|&n| n as f64)
+        .product()
+    }
+
     pub fn policies(&self) -> Vec<String> {
         let none = [String::new()];
         let alsos = if self.also.is_empty() {

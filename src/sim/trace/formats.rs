@@ -8,7 +8,8 @@
 //! BurstGPT's failed requests (0 response tokens), counted in a note.
 
 use super::datetime::{datetime_ticks, TICKS_PER_S};
-use super::{run_length, Request, Trace, TraceError};
+use super::taken::Taken;
+use super::{Request, Trace, TraceError};
 use std::str::FromStr;
 
 /// How a `--trace` file is written.
@@ -124,7 +125,7 @@ pub fn mooncake(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, 
         input_length: u32,
         output_length: u32,
     }
-    let mut requests = Vec::new();
+    let mut taken = Taken::new(name, ("input_length", "output_length"));
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
@@ -138,13 +139,16 @@ pub fn mooncake(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, 
         if l.output_length < 1 {
             return Err(bad("output_length must be at least 1"));
         }
-        requests.push(Request {
-            arrival: l.timestamp / 1000.0,
-            prompt: l.input_length,
-            output: l.output_length,
-        });
+        taken.push(
+            i + 1,
+            Request {
+                arrival: l.timestamp / 1000.0,
+                prompt: l.input_length,
+                output: l.output_length,
+            },
+        )?;
     }
-    finish(name, requests, duration)
+    taken.finish(true, duration)
 }
 
 /// BurstGPT's CSV: columns found by name in the header (`Timestamp` in seconds, `Request
@@ -156,7 +160,7 @@ pub fn burstgpt(name: &str, text: &str, duration: Option<f64>) -> Result<Read, T
         text,
         &["timestamp", "request tokens", "response tokens"],
     )?;
-    let mut requests = Vec::new();
+    let mut taken = Taken::new(name, ("Request tokens", "Response tokens"));
     let mut failed = 0usize;
     while let Some(row) = rows.next_row()? {
         let (line, f) = row;
@@ -176,11 +180,14 @@ pub fn burstgpt(name: &str, text: &str, duration: Option<f64>) -> Result<Read, T
             failed += 1;
             continue;
         }
-        requests.push(Request {
-            arrival,
-            prompt,
-            output,
-        });
+        taken.push(
+            line,
+            Request {
+                arrival,
+                prompt,
+                output,
+            },
+        )?;
     }
     let notes = if failed > 0 {
         vec![format!(
@@ -191,7 +198,7 @@ pub fn burstgpt(name: &str, text: &str, duration: Option<f64>) -> Result<Read, T
         Vec::new()
     };
     Ok(Read {
-        trace: finish(name, requests, duration)?,
+        trace: taken.finish(true, duration)?,
         notes,
     })
 }
@@ -205,7 +212,7 @@ pub fn azure(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, Tra
         &["timestamp", "contexttokens", "generatedtokens"],
     )?;
     let mut first_ticks = None;
-    let mut requests = Vec::new();
+    let mut taken = Taken::new(name, ("ContextTokens", "GeneratedTokens"));
     while let Some((line, f)) = rows.next_row()? {
         let bad = |m: &str| TraceError(format!("{name}:{line}: {m}"));
         let ticks =
@@ -222,32 +229,16 @@ pub fn azure(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, Tra
         // Differences of whole ticks keep the 100 ns resolution that epoch seconds in an f64
         // would lose.
         let base = *first_ticks.get_or_insert(ticks);
-        requests.push(Request {
-            arrival: (ticks - base) as f64 / TICKS_PER_S as f64,
-            prompt,
-            output,
-        });
+        taken.push(
+            line,
+            Request {
+                arrival: (ticks - base) as f64 / TICKS_PER_S as f64,
+                prompt,
+                output,
+            },
+        )?;
     }
-    finish(name, requests, duration)
-}
-
-/// Sorted by time and shifted so the first arrival is at 0.
-fn finish(
-    name: &str,
-    mut requests: Vec<Request>,
-    duration: Option<f64>,
-) -> Result<Trace, TraceError> {
-    requests.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
-    if let Some(t0) = requests.first().map(|r| r.arrival) {
-        for r in &mut requests {
-            r.arrival -= t0;
-        }
-    }
-    Ok(Trace {
-        name: name.to_owned(),
-        duration: run_length(name, &requests, duration)?,
-        requests,
-    })
+    taken.finish(true, duration)
 }
 
 /// A header's column names, trimmed and lower-cased.

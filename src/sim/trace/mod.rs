@@ -9,10 +9,13 @@
 mod datetime;
 pub mod formats;
 pub mod replay;
+mod taken;
 
 use super::rng::{Lengths, Rng};
+use crate::limits::{self, show};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
+use taken::Taken;
 
 /// One request.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -67,18 +70,22 @@ pub enum Bursts {
 
 impl Bursts {
     fn validate(&self) -> Result<(), String> {
+        let (low, high) = (limits::MIN_BURST_SECONDS, limits::MAX_SIM_SECONDS);
         let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
+            if v.is_finite() && (low..=high).contains(&v) {
                 Ok(())
             } else {
-                Err(format!("bursts: {name} {v} must be a positive number"))
+                Err(format!(
+                    "bursts: {name} {} must be a number of seconds from {low} to {high}",
+                    show(v)
+                ))
             }
         };
         match *self {
             Bursts::Overdispersed { block, sigma } => {
                 positive("block", block)?;
                 if !(sigma.is_finite() && (0.0..=3.0).contains(&sigma)) {
-                    return Err(format!("bursts: sigma {sigma} must be from 0 to 3"));
+                    return Err(format!("bursts: sigma {} must be from 0 to 3", show(sigma)));
                 }
                 Ok(())
             }
@@ -175,19 +182,29 @@ impl Scenario {
 
     pub fn validate(&self) -> Result<(), TraceError> {
         let bad = |m: String| Err(TraceError(format!("scenario {}: {m}", self.name)));
-        if !(self.duration.is_finite() && self.duration > 0.0) {
+        let (longest, fastest) = (limits::MAX_SIM_SECONDS, limits::MAX_RATE);
+        if !(self.duration.is_finite() && self.duration > 0.0 && self.duration <= longest) {
             return bad(format!(
-                "duration {} must be a positive number of seconds",
-                self.duration
+                "duration {} must be a number of seconds above 0, at most {longest} (31 days)",
+                show(self.duration)
             ));
         }
         if self.rates.is_empty() {
             return bad("rates needs at least one [time, rate] point".into());
         }
         for (i, &(t, r)) in self.rates.iter().enumerate() {
-            if !(t.is_finite() && t >= 0.0 && r.is_finite() && r >= 0.0) {
+            if !(t.is_finite() && (0.0..=longest).contains(&t) && r.is_finite() && r >= 0.0) {
                 return bad(format!(
-                    "rates[{i}] = [{t}, {r}]: time and rate must be numbers >= 0"
+                    "rates[{i}] = [{}, {}]: time and rate must be numbers >= 0, the time at most {longest} s",
+                    show(t),
+                    show(r)
+                ));
+            }
+            if r > fastest {
+                return bad(format!(
+                    "rates[{i}] = [{}, {}]: a rate above {fastest} requests per second",
+                    show(t),
+                    show(r)
                 ));
             }
             if i > 0 && t < self.rates[i - 1].0 {
@@ -196,11 +213,42 @@ impl Scenario {
                 ));
             }
         }
+        let expected = self.expected_requests();
+        if expected > limits::MAX_TRACE_REQUESTS as f64 {
+            return bad(format!(
+                "its rates over {} s make {expected:.0} requests, more than {} (lower the rates or the duration)",
+                self.duration,
+                limits::MAX_TRACE_REQUESTS
+            ));
+        }
         self.prompt
             .validate("prompt")
             .and_then(|_| self.output.validate("output"))
             .and_then(|_| self.bursts.as_ref().map_or(Ok(()), Bursts::validate))
             .map_err(|m| TraceError(format!("scenario {}: {m}", self.name)))
+    }
+
+    /// The requests the rates make over the duration (their integral; bursts keep the mean).
+    pub fn expected_requests(&self) -> f64 {
+        let Some(&(t0, r0)) = self.rates.first() else {
+            return 0.0;
+        };
+        let end = self.duration;
+        // Flat before the first point, linear between points, flat after the last.
+        let mut total = r0 * t0.min(end);
+        for w in self.rates.windows(2) {
+            let ((a, ra), (b, rb)) = (w[0], w[1]);
+            if a >= end || b <= a {
+                continue;
+            }
+            let stop = b.min(end);
+            let r_stop = ra + (rb - ra) * (stop - a) / (b - a);
+            total += (ra + r_stop) / 2.0 * (stop - a);
+        }
+        if let Some(&(tl, rl)) = self.rates.last() {
+            total += rl * (end - tl).max(0.0);
+        }
+        total
     }
 
     /// Requests per second at `t`: linear between points, flat before the first and after the
@@ -238,14 +286,33 @@ impl Scenario {
         };
         let top = steps.iter().map(|s| s.1).fold(1.0, f64::max);
         let peak = self.rates.iter().map(|p| p.1).fold(0.0, f64::max) * top;
+        let draws = peak * self.duration;
+        if draws > limits::MAX_TRACE_DRAWS {
+            return Err(TraceError(format!(
+                "scenario {}: arrivals drawn at its peak of {} requests per second (the rates' peak times its largest burst factor, {}) over {} s are {} draws, more than {} (lower the rates, the bursts or the duration)",
+                self.name,
+                show(peak.round()),
+                show(top),
+                self.duration,
+                show(draws.round()),
+                show(limits::MAX_TRACE_DRAWS)
+            )));
+        }
         let mut rng = Rng::new(self.seed);
-        let mut requests = Vec::with_capacity((peak * self.duration) as usize / 2);
+        let mut requests = Vec::with_capacity(((draws / 2.0) as usize).min(1 << 20));
         let mut t = 0.0;
         if peak > 0.0 {
             loop {
                 t += rng.exponential(peak);
                 if t >= self.duration {
                     break;
+                }
+                if requests.len() >= limits::MAX_TRACE_REQUESTS {
+                    return Err(TraceError(format!(
+                        "scenario {}: more than {} requests by {t:.0} s (lower the rates, the bursts or the duration)",
+                        self.name,
+                        limits::MAX_TRACE_REQUESTS
+                    )));
                 }
                 if rng.uniform() * peak < self.rate_at(t) * factor_at(t) {
                     requests.push(Request {
@@ -272,7 +339,7 @@ impl Trace {
     /// Rows are sorted by time; the run lasts until `duration` or, by default, two minutes past
     /// the last arrival.
     pub fn from_csv(name: &str, text: &str, duration: Option<f64>) -> Result<Trace, TraceError> {
-        let mut requests = Vec::new();
+        let mut taken = Taken::new(name, ("prompt_tokens", "output_tokens"));
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("time")) {
@@ -296,18 +363,16 @@ impl Trace {
                 .ok()
                 .filter(|o| *o >= 1)
                 .ok_or_else(|| bad("output_tokens is not a whole number >= 1"))?;
-            requests.push(Request {
-                arrival,
-                prompt,
-                output,
-            });
+            taken.push(
+                i + 1,
+                Request {
+                    arrival,
+                    prompt,
+                    output,
+                },
+            )?;
         }
-        requests.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
-        Ok(Trace {
-            name: name.to_owned(),
-            duration: run_length(name, &requests, duration)?,
-            requests,
-        })
+        taken.finish(false, duration)
     }
 
     /// The trace as CSV; times print in full precision, so reading it back gives the same trace.
@@ -320,19 +385,6 @@ impl Trace {
         }
         out
     }
-}
-
-/// How long a read trace runs: `duration`, or by default two minutes past the last of the
-/// sorted `requests`.
-fn run_length(name: &str, requests: &[Request], duration: Option<f64>) -> Result<f64, TraceError> {
-    let last = requests.last().map_or(0.0, |r| r.arrival);
-    let duration = duration.unwrap_or((last + 120.0).ceil());
-    if !(duration.is_finite() && duration > 0.0) {
-        return Err(TraceError(format!(
-            "{name}: duration {duration} must be positive"
-        )));
-    }
-    Ok(duration)
 }
 
 #[cfg(test)]
