@@ -204,7 +204,8 @@ fn judge(s: &Samples, basis: &Basis, seen: &[Seen]) -> ClockLag {
         .iter()
         .filter(|l| **l > late_s)
         .map(|l| period + l)
-        .sum();
+        .sum::<f64>()
+        + 0.0; // an empty sum is -0.0
     let late_time = if total > 0.0 { late / total } else { 0.0 };
     let suspect_misses = seen
         .iter()
@@ -340,6 +341,7 @@ mod tests {
         }];
         let lag = judge(&s, &run(100), &seen);
         assert!(lag.valid, "{lag:?}");
+        assert!(lag.late_time.is_sign_positive(), "{lag:?}");
         assert_eq!(lag.suspect_misses, 0);
         assert!(lag.probe.p99_s < 0.02);
     }
