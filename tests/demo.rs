@@ -113,10 +113,12 @@ fn the_quick_demo_scales_up_to_zero_and_back_and_loses_nothing() {
     );
     // The demo's scrapes are 5 s of scenario time compressed to a sixth of a second of wall
     // time on a shared machine; a jitter there can order an early replica, which the
-    // recommendation's 300 s scale-down window then holds: 1.1 to 1.4 times the simulator's
-    // replica-minutes across runs (README, "The whole loop on one machine").
+    // recommendation's 300 s scale-down window then holds: 1.0 to 1.75 times the simulator's
+    // replica-minutes across runs on an idle 2-core machine (the code before the demo measured
+    // its clock too: 1.18, 1.19, 1.46, 1.73), so the bound is 2, which still catches a loop that
+    // does not scale down.
     let ratio = num("replica_minutes") / sim_num("replica_minutes");
-    assert!((0.8..=1.5).contains(&ratio), "replica-minutes: {v}");
+    assert!((0.8..=2.0).contains(&ratio), "replica-minutes: {v}");
     let drawn = std::fs::read_to_string(dir.join("demo.svg")).unwrap();
     assert!(drawn.contains("<svg"));
     let _ = std::fs::remove_dir_all(&dir);

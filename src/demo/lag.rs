@@ -9,9 +9,11 @@
 //! - each request's send delay: how long after its arrival time the client sent it;
 //! - the control loop's tick and the HPA's sync: the time meant against the time got.
 //!
-//! A miss is the clock's, not the policy's, when the probe's lateness while the request waited
-//! covers its excess over the SLO. The run is invalid when such misses, or the time spent late,
-//! pass the bounds below: its misses are then not a result.
+//! The run is invalid, its misses then not a result, when the probe was late by more than a
+//! quarter of the SLO for more than a small share of the run, when more than a small share of
+//! the requests were sent that late (the load then comes bunched, and the scaler answers late),
+//! or when more than a small share of the requests missed by no more than the probe's lateness
+//! while they waited (misses the lag alone explains).
 
 use super::clock::SimClock;
 use serde::Serialize;
@@ -26,6 +28,12 @@ pub const LATE_SHARE_OF_SLO: f64 = 0.25;
 pub const MAX_LATE_TIME: f64 = 0.01;
 /// Misses the lag could explain, as a share of the requests, before the run is invalid.
 pub const MAX_SUSPECT_MISSES: f64 = 0.005;
+/// The share of the requests that may be sent late before the run is invalid.
+pub const MAX_LATE_SENDS: f64 = 0.01;
+/// The stretches of the run (scenario seconds) the probe's lateness is also reported over.
+pub const WINDOW_S: f64 = 150.0;
+/// The fewest wakes a stretch is reported on.
+const WINDOW_SAMPLES: usize = 100;
 
 /// Lateness samples, scenario seconds.
 #[derive(Debug, Default)]
@@ -89,6 +97,10 @@ pub struct ClockLag {
     pub late_s: f64,
     /// The share of the run's time the probe was late.
     pub late_time: f64,
+    /// The probe's 99th percentile lateness in each [`WINDOW_S`] of the run.
+    pub window_p99_s: Vec<f64>,
+    /// The share of the requests sent more than `late_s` after their arrival time.
+    pub late_sends: f64,
     /// Misses the lateness alone could explain: the probe was late, while the request waited,
     /// by at least its excess over the SLO.
     pub suspect_misses: usize,
@@ -161,11 +173,28 @@ impl Meter {
     pub fn verdict(&self, seen: &[Seen], requests: usize, slo_s: f64) -> ClockLag {
         let s = self.samples.lock().map(|mut s| std::mem::take(&mut *s));
         let s = s.unwrap_or_default();
-        judge(&s, self.clock.speed(), seen, requests, slo_s)
+        let basis = Basis {
+            speed: self.clock.speed(),
+            requests,
+            slo_s,
+        };
+        judge(&s, &basis, seen)
     }
 }
 
-fn judge(s: &Samples, speed: f64, seen: &[Seen], requests: usize, slo_s: f64) -> ClockLag {
+/// What the verdict weighs lateness against.
+struct Basis {
+    speed: f64,
+    requests: usize,
+    slo_s: f64,
+}
+
+fn judge(s: &Samples, basis: &Basis, seen: &[Seen]) -> ClockLag {
+    let Basis {
+        speed,
+        requests,
+        slo_s,
+    } = *basis;
     let late_s = LATE_SHARE_OF_SLO * slo_s;
     let lateness: Vec<f64> = s.probe.iter().map(|p| p.1).collect();
     // Each wake stands for the time since the one before (a period, plus its lateness).
@@ -175,7 +204,8 @@ fn judge(s: &Samples, speed: f64, seen: &[Seen], requests: usize, slo_s: f64) ->
         .iter()
         .filter(|l| **l > late_s)
         .map(|l| period + l)
-        .sum();
+        .sum::<f64>()
+        + 0.0; // an empty sum is -0.0
     let late_time = if total > 0.0 { late / total } else { 0.0 };
     let suspect_misses = seen
         .iter()
@@ -183,6 +213,8 @@ fn judge(s: &Samples, speed: f64, seen: &[Seen], requests: usize, slo_s: f64) ->
         .filter(|r| worst_between(&s.probe, r.sent_at, r.sent_at + r.ttft) >= r.ttft - slo_s)
         .count();
     let suspect_share = suspect_misses as f64 / requests.max(1) as f64;
+    let late_sends =
+        s.send.iter().filter(|l| **l > late_s).count() as f64 / s.send.len().max(1) as f64;
     let why = if late_time > MAX_LATE_TIME {
         Some(format!(
             "the clock ran more than {late_s:.2} s late (scenario time) for {:.1}% of the run, more than {:.1}%",
@@ -194,6 +226,12 @@ fn judge(s: &Samples, speed: f64, seen: &[Seen], requests: usize, slo_s: f64) ->
             "{suspect_misses} misses ({:.2}% of the requests) are no more than the clock's lateness while they waited, more than {:.1}%",
             suspect_share * 100.0,
             MAX_SUSPECT_MISSES * 100.0
+        ))
+    } else if late_sends > MAX_LATE_SENDS {
+        Some(format!(
+            "{:.1}% of the requests were sent more than {late_s:.2} s (scenario time) after their arrival, more than {:.1}%",
+            late_sends * 100.0,
+            MAX_LATE_SENDS * 100.0
         ))
     } else {
         None
@@ -207,9 +245,29 @@ fn judge(s: &Samples, speed: f64, seen: &[Seen], requests: usize, slo_s: f64) ->
         hpa: Spread::of(&s.hpa),
         late_s,
         late_time,
+        late_sends,
+        window_p99_s: windows(&s.probe),
         suspect_misses,
         why,
     }
+}
+
+/// The probe's 99th percentile lateness in each [`WINDOW_S`] of the run (the wakes of a window
+/// with fewer than [`WINDOW_SAMPLES`] join the one before).
+fn windows(probe: &[(f64, f64)]) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while from < probe.len() {
+        let end_s = probe[from].0 + WINDOW_S;
+        let mut to = from + probe[from..].partition_point(|p| p.0 < end_s);
+        if probe.len() - to < WINDOW_SAMPLES {
+            to = probe.len();
+        }
+        let late: Vec<f64> = probe[from..to].iter().map(|p| p.1).collect();
+        out.push(Spread::of(&late).p99_s);
+        from = to.max(from + 1);
+    }
+    out
 }
 
 /// The probe's worst lateness among the wakes in `[from, to]` (sorted by time), and the wake
@@ -229,6 +287,40 @@ fn worst_between(probe: &[(f64, f64)], from: f64, to: f64) -> f64 {
 mod tests {
     use super::*;
 
+    fn run(requests: usize) -> Basis {
+        Basis {
+            speed: 30.0,
+            requests,
+            slo_s: 2.0,
+        }
+    }
+
+    #[test]
+    fn requests_sent_late_make_the_run_invalid() {
+        let mut s = samples(&[0.01; 1000]);
+        s.send = vec![0.05; 1000];
+        assert!(judge(&s, &run(1000), &[]).valid);
+        s.send[..20].iter_mut().for_each(|l| *l = 0.8);
+        let lag = judge(&s, &run(1000), &[]);
+        assert!((lag.late_sends - 0.02).abs() < 1e-9, "{lag:?}");
+        assert!(!lag.valid, "{lag:?}");
+        assert!(lag
+            .why
+            .as_deref()
+            .unwrap_or("")
+            .contains("sent more than 0.50 s"));
+    }
+
+    #[test]
+    fn the_probe_is_reported_by_stretch() {
+        let mut l = vec![0.01; 10_000];
+        l[1000..1060].iter_mut().for_each(|x| *x = 0.2);
+        let lag = judge(&samples(&l), &run(100), &[]);
+        assert!(lag.probe.p99_s < 0.02, "{lag:?}");
+        assert_eq!(lag.window_p99_s.len(), 20);
+        assert_eq!(lag.window_p99_s[2], 0.2);
+    }
+
     fn samples(lateness: &[f64]) -> Samples {
         Samples {
             probe: lateness
@@ -247,8 +339,9 @@ mod tests {
             sent_at: 10.0,
             ttft: 5.0,
         }];
-        let lag = judge(&s, 30.0, &seen, 100, 2.0);
+        let lag = judge(&s, &run(100), &seen);
         assert!(lag.valid, "{lag:?}");
+        assert!(lag.late_time.is_sign_positive(), "{lag:?}");
         assert_eq!(lag.suspect_misses, 0);
         assert!(lag.probe.p99_s < 0.02);
     }
@@ -257,7 +350,7 @@ mod tests {
     fn a_clock_late_for_long_is_invalid() {
         let mut l = vec![0.01; 900];
         l.extend(vec![1.0; 100]);
-        let lag = judge(&samples(&l), 30.0, &[], 100, 2.0);
+        let lag = judge(&samples(&l), &run(100), &[]);
         assert!(!lag.valid);
         assert!(lag.why.as_deref().unwrap_or("").contains("late"), "{lag:?}");
     }
@@ -275,7 +368,7 @@ mod tests {
                 ttft: 3.0,
             })
             .collect();
-        let lag = judge(&s, 30.0, &seen, 1000, 2.0);
+        let lag = judge(&s, &run(1000), &seen);
         assert_eq!(lag.suspect_misses, 10);
         assert!(!lag.valid, "{lag:?}");
         // A miss far past the stall is the policy's.
@@ -283,6 +376,6 @@ mod tests {
             sent_at: 29.5,
             ttft: 9.0,
         }];
-        assert_eq!(judge(&s, 30.0, &far, 1000, 2.0).suspect_misses, 0);
+        assert_eq!(judge(&s, &run(1000), &far).suspect_misses, 0);
     }
 }

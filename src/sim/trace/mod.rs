@@ -417,6 +417,22 @@ mod tests {
     }
 
     #[test]
+    fn the_expected_requests_are_the_rates_integral() {
+        // 540 + 2970 + 10800 + 1980 + 360 + 90, as the default day's test counts.
+        assert!((Scenario::default_day().expected_requests() - 16_740.0).abs() < 1e-6);
+        // Flat before the first point and after the last; cut at the duration.
+        let s = Scenario {
+            duration: 100.0,
+            rates: vec![(10.0, 2.0), (20.0, 4.0), (200.0, 4.0)],
+            ..Scenario::default_day()
+        };
+        assert!((s.expected_requests() - (20.0 + 30.0 + 320.0)).abs() < 1e-9);
+        let month = Scenario::steady(1e5, crate::limits::MAX_SIM_SECONDS, 1);
+        let e = month.validate().unwrap_err().to_string();
+        assert!(e.contains("more than 50000000"), "{e}");
+    }
+
+    #[test]
     fn the_same_seed_gives_the_same_trace() {
         let a = Scenario::default_day().generate().unwrap();
         let b = Scenario::default_day().generate().unwrap();
