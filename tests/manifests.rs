@@ -834,3 +834,38 @@ fn the_examples_drain_as_long_as_the_simulator_models() {
         );
     }
 }
+
+/// Examples are copied into production: every image in `manifests/` names a version, never
+/// `:latest` or no tag at all.
+#[test]
+fn every_image_is_pinned() {
+    let mut seen = 0;
+    for dir in [
+        "manifests/scaler",
+        "manifests/activator",
+        "manifests/examples",
+        "manifests/scaler-tls",
+    ] {
+        let Ok(entries) = std::fs::read_dir(root().join(dir)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            for line in text
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with("image:"))
+            {
+                let image = line.trim_start_matches("image:").trim();
+                let tag = image.rsplit_once(':').map(|(_, t)| t).unwrap_or("");
+                assert!(
+                    !tag.is_empty() && tag != "latest" && !tag.contains('/'),
+                    "{}: {image} is not pinned",
+                    e.path().display()
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 7, "only {seen} images found");
+}
