@@ -330,32 +330,7 @@ async fn held_at_zero_then_served_in_arrival_order_and_streamed_token_by_token()
     let server_addr = at(4, port);
     let order = relay(at(5, port), server_addr);
 
-    let route = RouteSpec {
-        health_path: Some("/health".into()),
-        max_held: 100,
-        hold_timeout_seconds: 120.0,
-        counts_host: Some("llama".into()),
-        ..RouteSpec::to_upstream(&format!("http://{}", at(5, port)))
-    }
-    .check(0, "llm")
-    .expect("route");
-    let act = infscale::activator::server::bind(infscale::activator::server::Config {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        admin_listen: "127.0.0.1:0".parse().expect("addr"),
-        routes: vec![route],
-        kube_api: None,
-        limits: infscale::activator::limits::Limits {
-            drain: Duration::from_secs(1),
-            ..Default::default()
-        },
-    })
-    .await
-    .expect("activator");
-    let (proxy, admin) = (
-        act.proxy_addr().expect("proxy"),
-        act.admin_addr().expect("admin"),
-    );
-    tokio::spawn(act.run(std::future::pending()));
+    let (proxy, admin) = activator_for(at(5, port)).await;
 
     let scaler = start(infscale::serve::server::Config {
         allowed_activators: vec![format!("http://{admin}")],
@@ -513,8 +488,8 @@ async fn pieces(
     (texts.len(), reads, last - first.unwrap_or(last), texts)
 }
 
-/// An activator in front of `upstream`, probing its `/health`; returns its proxy address.
-async fn activator_for(upstream: SocketAddr) -> SocketAddr {
+/// An activator in front of `upstream`, probing its `/health`: its proxy and admin addresses.
+async fn activator_for(upstream: SocketAddr) -> (SocketAddr, SocketAddr) {
     let route = RouteSpec {
         health_path: Some("/health".into()),
         max_held: 1000,
@@ -536,9 +511,12 @@ async fn activator_for(upstream: SocketAddr) -> SocketAddr {
     })
     .await
     .expect("activator");
-    let proxy = act.proxy_addr().expect("proxy");
+    let addrs = (
+        act.proxy_addr().expect("proxy"),
+        act.admin_addr().expect("admin"),
+    );
     tokio::spawn(act.run(std::future::pending()));
-    proxy
+    addrs
 }
 
 /// One streamed completion: `Ok` with its events, or what failed.
@@ -571,7 +549,7 @@ async fn two_thousand_streams_through_the_activator_none_fails() {
     let Some(built) = built() else { return };
     let port = shared_port();
     let server = Llama::start(&built, at(2, port), 4).await;
-    let proxy = activator_for(server.addr).await;
+    let (proxy, _) = activator_for(server.addr).await;
     let url = format!("http://{proxy}/completion");
     let mut failed = Vec::new();
     for (clients, each) in [(1usize, 500usize), (2, 250), (4, 250)] {
@@ -623,7 +601,7 @@ async fn twenty_held_requests_are_released_with_none_late() {
     let Some(built) = built() else { return };
     let port = shared_port();
     let addr = at(3, port);
-    let proxy = activator_for(addr).await;
+    let (proxy, _) = activator_for(addr).await;
     let url = format!("http://{proxy}/completion");
     let c = reqwest::Client::builder()
         .timeout(Duration::from_secs(120))
