@@ -410,7 +410,7 @@ pub fn by_metadata(name: &str) -> Option<&'static Key> {
 }
 
 impl Home {
-    /// Where a ScaledObject carries the key, as the README's table says it.
+    /// Where a ScaledObject carries the key, as docs/reference.md's table says it.
     pub fn describe(&self) -> String {
         match self {
             Home::Trigger(name) => format!("trigger metadata `{name}`"),
@@ -426,7 +426,7 @@ impl Home {
     }
 }
 
-/// The README's table of policy keys, from this table.
+/// The policy key table of docs/reference.md, from this table.
 pub fn markdown_table() -> String {
     let mut out = String::from(
         "| key | flag | in a ScaledObject | values | default | meaning |\n|---|---|---|---|---|---|\n",
@@ -460,11 +460,11 @@ mod tests {
 
     #[test]
     fn the_readme_documents_every_key() {
-        let readme = include_str!("../../README.md");
+        let page = include_str!("../../docs/reference.md");
         let table = markdown_table();
         assert!(
-            readme.contains(&table),
-            "README.md's policy key table differs from the key table; it should read:\n{table}"
+            page.contains(&table),
+            "docs/reference.md's policy key table differs from the key table; it should read:\n{table}"
         );
     }
 

@@ -394,13 +394,14 @@ mod tests {
 
     #[test]
     fn the_readme_documents_every_key() {
-        let readme = include_str!("../../README.md");
-        let start = readme.find("### Trigger metadata").unwrap();
-        let section = &readme[start..start + readme[start..].find("\n## ").unwrap()];
+        let page = include_str!("../../docs/scaler.md");
+        let start = page.find("### Trigger metadata").unwrap();
+        let rest = &page[start..];
+        let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
         for key in keys() {
             assert!(
                 section.contains(&format!("`{key}`")),
-                "{key} is not in README.md's Trigger metadata table"
+                "{key} is not in docs/scaler.md's Trigger metadata table"
             );
         }
     }
