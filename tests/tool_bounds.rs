@@ -267,6 +267,22 @@ fn files_that_never_end_are_refused_at_once() {
         ],
         &["/dev/zero: not a text file"],
     );
+    refused(
+        &["activator", "--routes", zero, "--listen", "127.0.0.1:0"],
+        &["/dev/zero: not a text file"],
+    );
+    refused(
+        &[
+            "serve",
+            "--tls-cert",
+            zero,
+            "--tls-key",
+            zero,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &["/dev/zero: not a text file"],
+    );
     // A page is capped at --max-bytes (16 MiB by default), which is itself capped.
     refused(&["parse", zero], &["/dev/zero", "cap"]);
     refused(

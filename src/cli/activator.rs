@@ -5,7 +5,9 @@ use super::serve::{init_logging, shutdown_signal};
 use crate::activator::limits::Limits;
 use crate::activator::routes::{self, RouteSpec};
 use crate::activator::server::{self, Config};
-use anyhow::{bail, Context};
+use crate::edge::files::read_text;
+use crate::limits;
+use anyhow::bail;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -115,8 +117,7 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
     let namespace = args.namespace.clone().unwrap_or_else(own_namespace);
     let routes = match (&args.routes, &args.upstream) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read", path.display()))?;
+            let text = read_text(path, limits::MAX_CONFIG_FILE_BYTES)?;
             routes::parse(&path.display().to_string(), &text, &namespace)
                 .map_err(anyhow::Error::msg)?
         }

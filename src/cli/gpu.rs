@@ -1,7 +1,7 @@
 //! `infscale gpu`: the replica model's derived numbers, and the flags every tuning command shares
 //! to change it (each parameter is a flag and a field of `--gpu-file FILE.yaml`).
 
-use super::files::read_text;
+use crate::edge::files::read_text;
 use crate::limits;
 use crate::sim::capacity;
 use crate::sim::gpu::GpuModel;

@@ -8,7 +8,6 @@ mod checks;
 mod decide;
 mod demo;
 mod emulate;
-mod files;
 mod gpu;
 mod kube;
 mod load;

@@ -1,8 +1,8 @@
 //! `infscale simulate`: policies over a trace through simulated GPU replicas, as a table.
 
 use super::checks::positive_seconds;
-use super::files::read_text;
 use super::gpu::GpuArgs;
+use crate::edge::files::read_text;
 use crate::limits;
 use crate::scaling::Policy;
 use crate::sim::bound::clairvoyant;

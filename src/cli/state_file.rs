@@ -2,7 +2,7 @@
 //! source's counters, kept as JSON between runs (read through [`super::files`], at most
 //! [`crate::limits::MAX_CONFIG_FILE_BYTES`]).
 
-use super::files::read_text;
+use crate::edge::files::read_text;
 use crate::limits::MAX_CONFIG_FILE_BYTES;
 use crate::scaling::ScalerState;
 use anyhow::Context;

@@ -1,9 +1,9 @@
 //! `simulate --suite`: every policy on the benchmark's families of days (src/sim/suite.rs),
 //! a table per family, then each policy's worst family.
 
-use super::files::read_text;
 use super::seeds::progress;
 use super::simulate::{Args, SimArgs, BOUND_CAP};
+use crate::edge::files::read_text;
 use crate::limits;
 use crate::sim::seeds::{self, Judgement};
 use crate::sim::suite::{self, Family, Plan, Recorded};

@@ -5,6 +5,7 @@
 
 pub mod descriptors;
 pub mod exposition_http;
+pub mod files;
 pub mod kubeapi;
 pub mod listener;
 pub mod source;

@@ -13,6 +13,8 @@ use super::registry::Registry;
 use super::scrape::Scraper;
 use super::service::Scaler;
 use super::telemetry::Telemetry;
+use crate::edge::files::read_text;
+use crate::limits::MAX_CONFIG_FILE_BYTES;
 use anyhow::Context;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -106,8 +108,7 @@ pub async fn bind(config: Config) -> anyhow::Result<Listening> {
 }
 
 fn tls_config(files: &TlsFiles) -> anyhow::Result<ServerTlsConfig> {
-    let read =
-        |p: &PathBuf| std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()));
+    let read = |p: &PathBuf| read_text(p, MAX_CONFIG_FILE_BYTES).map(String::into_bytes);
     let mut tls =
         ServerTlsConfig::new().identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?));
     if let Some(ca) = &files.client_ca {

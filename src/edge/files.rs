@@ -1,4 +1,4 @@
-//! Text files the tools read (traces, scenario and GPU YAML, state files), bounded.
+//! Text files infscale reads (traces, scenario and GPU YAML, state files, the activator's routes, TLS PEM files), bounded.
 //!
 //! `std::fs::read_to_string` trusts the file: pointed at `/dev/zero` or a pipe that never ends it
 //! reads until memory runs out. Here a file is read in chunks up to a cap
