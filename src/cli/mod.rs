@@ -14,6 +14,7 @@ mod load;
 mod parse;
 mod policy_args;
 mod read;
+pub mod reference;
 mod seeds;
 pub mod serve;
 pub mod simulate;

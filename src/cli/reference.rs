@@ -1,0 +1,296 @@
+//! Reference pages written by the code, so they cannot drift from it: the policy keys and the
+//! trigger metadata (from their key tables), every command's flags (from clap), and the series
+//! `serve` and the activator export (from their registries, as a scrape shows them).
+//!
+//! Each generated region of a page sits between `<!-- generated:NAME -->` and
+//! `<!-- end generated:NAME -->`; `tests/reference_pages.rs` fails when a region differs from
+//! what the code renders, and rewrites it with `INFSCALE_BLESS=1`.
+
+use super::Cli;
+use crate::activator::hold::RouteState;
+use crate::activator::routes::RouteSpec;
+use crate::activator::telemetry::Telemetry as ActivatorTelemetry;
+use crate::scaling::keys::{self, KEYS};
+use crate::serve::metadata::TARGET_KEYS;
+use crate::serve::telemetry::{Telemetry as ScalerTelemetry, TriggerSeries};
+use clap::CommandFactory;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A region of a page that the code writes.
+pub struct Generated {
+    /// The page, relative to the repository's root.
+    pub page: &'static str,
+    pub name: &'static str,
+    pub render: fn() -> String,
+}
+
+/// Every generated region.
+pub const GENERATED: &[Generated] = &[
+    Generated {
+        page: "docs/reference.md",
+        name: "policy-keys",
+        render: keys::markdown_table,
+    },
+    Generated {
+        page: "docs/scaler.md",
+        name: "trigger-metadata",
+        render: trigger_metadata,
+    },
+    Generated {
+        page: "docs/cli.md",
+        name: "command-line",
+        render: command_line,
+    },
+    Generated {
+        page: "docs/operations.md",
+        name: "exported-metrics",
+        render: exported_metrics,
+    },
+];
+
+/// `text` with the region `name` replaced by `body`; an error when the markers are missing.
+pub fn splice(text: &str, name: &str, body: &str) -> Result<String, String> {
+    let open = format!("<!-- generated:{name} -->\n");
+    let close = format!("<!-- end generated:{name} -->");
+    let start = text
+        .find(&open)
+        .ok_or_else(|| format!("no {open:?} marker"))?
+        + open.len();
+    let end = text[start..]
+        .find(&close)
+        .ok_or_else(|| format!("no {close:?} marker"))?
+        + start;
+    Ok(format!("{}{body}{}", &text[..start], &text[end..]))
+}
+
+/// A table cell: pipes escaped, lines joined.
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+fn or_none(default: &str) -> String {
+    if default.is_empty() {
+        String::new()
+    } else {
+        format!("`{default}`")
+    }
+}
+
+/// The trigger metadata `serve` reads: the target's keys, then the policy's.
+pub fn trigger_metadata() -> String {
+    let mut out = String::from("| key | default | meaning |\n|---|---|---|\n");
+    for k in TARGET_KEYS {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            k.name,
+            cell(&or_none(k.default)),
+            cell(k.doc)
+        ));
+    }
+    for k in KEYS {
+        if let Some(name) = k.metadata() {
+            let default = if k.default.is_empty() {
+                "required".to_owned()
+            } else {
+                or_none(k.default)
+            };
+            out.push_str(&format!(
+                "| `{name}` | {} | {} |\n",
+                cell(&default),
+                cell(k.doc)
+            ));
+        }
+    }
+    out
+}
+
+/// Every subcommand of `infscale` with its arguments, as `--help` shows them.
+pub fn command_line() -> String {
+    let cli = Cli::command();
+    let mut out = String::new();
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = sub.get_name();
+        out.push_str(&format!("## infscale {name}\n\n"));
+        if let Some(about) = sub.get_about() {
+            out.push_str(&format!("{}\n\n", cell(&about.to_string())));
+        }
+        out.push_str("| argument | default | meaning |\n|---|---|---|\n");
+        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            let values = arg
+                .get_value_names()
+                .map(|v| {
+                    v.iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_else(|| id.to_uppercase());
+            let takes_value = arg.get_action().takes_values();
+            let shown = match arg.get_long() {
+                Some(long) if takes_value => format!("`--{long} {values}`"),
+                Some(long) => format!("`--{long}`"),
+                None => format!("`{values}`"),
+            };
+            let defaults: Vec<String> = arg
+                .get_default_values()
+                .iter()
+                .map(|d| d.to_string_lossy().into_owned())
+                .filter(|d| takes_value && !d.is_empty())
+                .collect();
+            let default = if defaults.is_empty() {
+                String::new()
+            } else {
+                format!("`{}`", defaults.join(","))
+            };
+            let mut help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let possible = arg.get_possible_values();
+            if !possible.is_empty() && takes_value {
+                let words: Vec<_> = possible
+                    .iter()
+                    .map(|p| format!("`{}`", p.get_name()))
+                    .collect();
+                help.push_str(&format!(" (one of {})", words.join(", ")));
+            }
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                cell(&shown),
+                cell(&default),
+                cell(&help)
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One exported family: its type, help and the labels its series carry.
+#[derive(Default)]
+struct Family {
+    kind: String,
+    help: String,
+    labels: Vec<String>,
+    /// The name as a scrape shows it (counters end in `_total`).
+    shown: String,
+}
+
+/// Families of an exposition page, by name, with the labels seen on their samples.
+fn families(page: &str) -> BTreeMap<String, Family> {
+    let mut out: BTreeMap<String, Family> = BTreeMap::new();
+    for line in page.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            out.entry(name.to_owned()).or_default().help = help.to_owned();
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            let f = out.entry(name.to_owned()).or_default();
+            f.kind = kind.to_owned();
+            f.shown = if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            };
+        } else if !line.starts_with('#') && !line.is_empty() {
+            let series = line.split(' ').next().unwrap_or("");
+            let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+            let family = ["_total", "_bucket", "_sum", "_count", "_created"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|f| out.contains_key(*f)))
+                .unwrap_or(name);
+            if let Some(f) = out.get_mut(family) {
+                for pair in labels.trim_end_matches('}').split(',') {
+                    if let Some((label, _)) = pair.split_once('=') {
+                        if label != "le" && !f.labels.iter().any(|l| l == label) {
+                            f.labels.push(label.to_owned());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn metrics_table(page: &str) -> String {
+    let mut out = String::from("| series | type | labels | meaning |\n|---|---|---|---|\n");
+    for f in families(page).values() {
+        let labels: Vec<_> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            f.shown,
+            f.kind,
+            labels.join(", "),
+            cell(&f.help)
+        ));
+    }
+    out
+}
+
+/// A scaler page with one trigger that has done everything a trigger does.
+fn scaler_page() -> String {
+    let telemetry = Arc::new(ScalerTelemetry::new());
+    let labels = [
+        "namespace",
+        "scaledobject",
+        "target",
+        "metric",
+        "threshold",
+        "trigger",
+    ]
+    .iter()
+    .map(|l| (l.to_string(), "x".to_owned()))
+    .collect();
+    let series = TriggerSeries::new(&telemetry, labels);
+    series.scraped(0.01);
+    series.scrape_failed("timeout");
+    series.config_error("server", "vllm");
+    series.report(Some(1.0), Some(true));
+    series.cold_start(90.0);
+    series.write_counter("ok").inc();
+    series.activator_up(true);
+    telemetry.call("GetMetrics", tonic::Code::Ok);
+    telemetry.render()
+}
+
+/// An activator page with one route that has done everything a route does.
+fn activator_page() -> String {
+    let spec = RouteSpec {
+        health_path: Some("/health".to_owned()),
+        ..RouteSpec::to_upstream("http://127.0.0.1:8000")
+    };
+    let route = match spec.check(0, "default") {
+        Ok(route) => route,
+        Err(e) => return format!("(the sample route is refused: {e})"),
+    };
+    let routes = vec![RouteState::new(
+        route,
+        Arc::new(tokio::sync::watch::channel(0).0),
+    )];
+    let telemetry = ActivatorTelemetry::new().with_routes(&routes);
+    let host = &routes[0].route.counts_host;
+    let route = telemetry.for_route(host);
+    route.forwarded.inc();
+    route.timed_out.inc();
+    route.upstream_errors.inc();
+    route.resent.inc();
+    route.held_seconds.observe(0.1);
+    telemetry.reject(host, "full");
+    routes[0].abandoned.inc();
+    telemetry.render(&routes)
+}
+
+/// The series `serve` (port 9091) and the activator (its admin port, 9092) export.
+pub fn exported_metrics() -> String {
+    format!(
+        "`infscale serve`, on its metrics port:\n\n{}\nThe activator, on its admin port:\n\n{}",
+        metrics_table(&scaler_page()),
+        metrics_table(&activator_page())
+    )
+}
