@@ -835,6 +835,33 @@ fn the_examples_drain_as_long_as_the_simulator_models() {
     }
 }
 
+/// A GPU model server's cold start (an image pull, weights into memory) takes minutes: each
+/// example gives it a startup probe of at least ten minutes, and its liveness probe no initial
+/// delay that a slower load would outlast.
+#[test]
+fn model_servers_have_a_startup_probe_that_fits_a_cold_start() {
+    for f in yaml_files(&root().join("manifests/examples")) {
+        for d in load(&f).iter().filter(|d| s(&d["kind"]) == "Deployment") {
+            let c = &d["spec"]["template"]["spec"]["containers"][0];
+            if s(&c["name"]) == "emulate" {
+                continue;
+            }
+            let at = format!("{}: Deployment {}", f.display(), name(d));
+            let startup = &c["startupProbe"];
+            let budget = startup["periodSeconds"].as_u64().unwrap_or(10)
+                * startup["failureThreshold"].as_u64().unwrap_or(3);
+            assert!(
+                !startup.is_null() && budget >= 600,
+                "{at}: a startup probe of {budget} s cannot wait out a cold start"
+            );
+            assert!(
+                c["livenessProbe"]["initialDelaySeconds"].is_null(),
+                "{at}: the startup probe, not an initial delay, covers the cold start"
+            );
+        }
+    }
+}
+
 /// Examples are copied into production: every image in `manifests/` names a version, never
 /// `:latest` or no tag at all.
 #[test]
