@@ -100,3 +100,17 @@ fn every_relative_link_and_anchor_resolves() {
     }
     assert!(bad.is_empty(), "broken links:\n{}", bad.join("\n"));
 }
+
+/// `mdbook build docs` renders only the pages `docs/SUMMARY.md` lists: none may be left out.
+#[test]
+fn every_page_is_in_the_books_summary() {
+    let summary = std::fs::read_to_string(root().join("docs/SUMMARY.md")).unwrap();
+    let listed: HashSet<String> = links(&summary).into_iter().collect();
+    let missing: Vec<String> = pages()
+        .iter()
+        .filter(|p| p.parent().is_some_and(|d| d.ends_with("docs")))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|n| n != "SUMMARY.md" && !listed.contains(n))
+        .collect();
+    assert!(missing.is_empty(), "not in docs/SUMMARY.md: {missing:?}");
+}
