@@ -11,12 +11,12 @@
 
 use clap::Parser;
 use infscale::cli::{Cli, SimCli};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod doc_pages;
+
+use doc_pages::{pages, root};
 
 /// A fenced block of a page.
 struct Block {
@@ -68,19 +68,6 @@ fn blocks(page: &Path) -> Vec<Block> {
         i += 1;
     }
     out
-}
-
-fn pages() -> Vec<PathBuf> {
-    let mut pages = vec![root().join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    docs.sort();
-    pages.extend(docs);
-    pages
 }
 
 /// Lines joined across trailing backslashes, comments dropped.

@@ -1,12 +1,11 @@
 //! The README stays a front page, and the links in it and in `docs/` resolve: every relative
 //! link names a file that exists, and every `#anchor` a heading of the page it points to.
 
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+mod doc_pages;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use doc_pages::{pages, root};
+use std::collections::HashSet;
+use std::path::Path;
 
 /// GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens.
 fn slug(heading: &str) -> String {
@@ -46,16 +45,6 @@ fn links(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-fn pages() -> Vec<PathBuf> {
-    let mut pages = vec![root().join("README.md")];
-    for e in std::fs::read_dir(root().join("docs")).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "md") {
-            pages.push(e.path());
-        }
-    }
-    pages
 }
 
 #[test]

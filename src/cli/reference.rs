@@ -10,11 +10,12 @@ use super::Cli;
 use crate::activator::hold::RouteState;
 use crate::activator::routes::RouteSpec;
 use crate::activator::telemetry::Telemetry as ActivatorTelemetry;
+use crate::metrics::exposition::collect;
 use crate::scaling::keys::{self, KEYS};
-use crate::serve::metadata::TARGET_KEYS;
+use crate::serve::metadata::{TargetSpec, TARGET_KEYS};
 use crate::serve::telemetry::{Telemetry as ScalerTelemetry, TriggerSeries};
 use clap::CommandFactory;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// A region of a page that the code writes.
@@ -72,7 +73,8 @@ fn cell(text: &str) -> String {
         .replace('|', "\\|")
 }
 
-fn or_none(default: &str) -> String {
+/// A default as code, or nothing when there is none.
+fn code_or_empty(default: &str) -> String {
     if default.is_empty() {
         String::new()
     } else {
@@ -87,7 +89,7 @@ pub fn trigger_metadata() -> String {
         out.push_str(&format!(
             "| `{}` | {} | {} |\n",
             k.name,
-            cell(&or_none(k.default)),
+            cell(&code_or_empty(k.default)),
             cell(k.doc)
         ));
     }
@@ -96,7 +98,7 @@ pub fn trigger_metadata() -> String {
             let default = if k.default.is_empty() {
                 "required".to_owned()
             } else {
-                or_none(k.default)
+                code_or_empty(k.default)
             };
             out.push_str(&format!(
                 "| `{name}` | {} | {} |\n",
@@ -181,7 +183,8 @@ struct Family {
     shown: String,
 }
 
-/// Families of an exposition page, by name, with the labels seen on their samples.
+/// Families of an exposition page, by name, with the labels seen on their samples (read by the
+/// project's own exposition parser; `# HELP` and `# TYPE` lines by hand, which it skips).
 fn families(page: &str) -> BTreeMap<String, Family> {
     let mut out: BTreeMap<String, Family> = BTreeMap::new();
     for line in page.lines() {
@@ -197,20 +200,19 @@ fn families(page: &str) -> BTreeMap<String, Family> {
             } else {
                 name.to_owned()
             };
-        } else if !line.starts_with('#') && !line.is_empty() {
-            let series = line.split(' ').next().unwrap_or("");
-            let (name, labels) = series.split_once('{').unwrap_or((series, ""));
-            let family = ["_total", "_bucket", "_sum", "_count", "_created"]
-                .iter()
-                .find_map(|s| name.strip_suffix(s).filter(|f| out.contains_key(*f)))
-                .unwrap_or(name);
-            if let Some(f) = out.get_mut(family) {
-                for pair in labels.trim_end_matches('}').split(',') {
-                    if let Some((label, _)) = pair.split_once('=') {
-                        if label != "le" && !f.labels.iter().any(|l| l == label) {
-                            f.labels.push(label.to_owned());
-                        }
-                    }
+        }
+    }
+    let (samples, _) = collect(page.as_bytes());
+    for sample in samples {
+        let name = sample.name.as_str();
+        let family = ["_total", "_bucket", "_sum", "_count", "_created"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| out.contains_key(*f)))
+            .unwrap_or(name);
+        if let Some(f) = out.get_mut(family) {
+            for (label, _) in sample.labels {
+                if label != "le" && !f.labels.contains(&label) {
+                    f.labels.push(label);
                 }
             }
         }
@@ -236,17 +238,10 @@ fn metrics_table(page: &str) -> String {
 /// A scaler page with one trigger that has done everything a trigger does.
 fn scaler_page() -> String {
     let telemetry = Arc::new(ScalerTelemetry::new());
-    let labels = [
-        "namespace",
-        "scaledobject",
-        "target",
-        "metric",
-        "threshold",
-        "trigger",
-    ]
-    .iter()
-    .map(|l| (l.to_string(), "x".to_owned()))
-    .collect();
+    let metadata = HashMap::from([("threshold".to_owned(), "24".to_owned())]);
+    let labels = TargetSpec::from_metadata("chat", "llm", &metadata, &Default::default())
+        .map(|spec| spec.series_labels())
+        .unwrap_or_default();
     let series = TriggerSeries::new(&telemetry, labels);
     series.scraped(0.01);
     series.scrape_failed("timeout");
