@@ -54,6 +54,7 @@ async fn a_held_request_wakes_the_deployment() {
         kube_api: Some(api.server.url("")),
         use_kube: true,
         scrape_via: Some(ScrapeVia::Direct),
+        paths: None,
         limits: infscale::serve::limits::Limits {
             max_page_bytes: 1 << 20,
             max_concurrent_scrapes: 8,

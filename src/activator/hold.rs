@@ -96,6 +96,9 @@ pub struct RouteState {
     turn: Notify,
     /// Released requests in flight at once.
     slots: Arc<Semaphore>,
+    /// The ready endpoints a `direct` route sends to, and the next one's turn.
+    endpoints: Mutex<Vec<http::uri::Authority>>,
+    next_endpoint: AtomicU64,
 }
 
 /// What `admit` decided.
@@ -177,7 +180,29 @@ impl RouteState {
             abandoned: Counter::default(),
             turn: Notify::new(),
             slots: Arc::new(Semaphore::new(route_slots)),
+            endpoints: Mutex::new(Vec::new()),
+            next_endpoint: AtomicU64::new(0),
         })
+    }
+
+    /// Sets the ready endpoints of a `direct` route; the route is ready while there is one.
+    pub fn set_endpoints(&self, mut ready: Vec<http::uri::Authority>) {
+        ready.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        ready.dedup();
+        let any = !ready.is_empty();
+        *self.endpoints.lock().unwrap_or_else(|e| e.into_inner()) = ready;
+        self.set_ready(any);
+    }
+
+    /// The endpoint a `direct` route sends its next request to, by turns; `None` when there is
+    /// none (or the route sends to its upstream).
+    pub fn pick_endpoint(&self) -> Option<http::uri::Authority> {
+        let ready = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+        if ready.is_empty() {
+            return None;
+        }
+        let n = self.next_endpoint.fetch_add(1, Ordering::Relaxed);
+        ready.get((n % ready.len() as u64) as usize).cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
@@ -234,6 +259,21 @@ impl RouteState {
     pub fn upstream_refused(&self) {
         self.set_ready(false);
         self.wake.notify_one();
+    }
+
+    /// One endpoint of a `direct` route refused a connection: it gets no more requests until
+    /// readiness names it again, and the route is not ready once none is left.
+    pub fn endpoint_refused(&self, gone: &http::uri::Authority) {
+        let left = {
+            let mut ready = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+            ready.retain(|a| a != gone);
+            ready.len()
+        };
+        if left == 0 {
+            self.upstream_refused();
+        } else {
+            self.wake.notify_one();
+        }
     }
 
     /// Sets readiness; on becoming ready, releases every held request in arrival order.
@@ -380,6 +420,9 @@ mod tests {
             abandon_lease: Duration::ZERO,
             release_concurrency: 4,
             keep_alive: None,
+            direct: false,
+            port_name: None,
+            endpoints: Vec::new(),
         };
         RouteState::new(route, Arc::new(watch::channel(0).0))
     }

@@ -265,6 +265,9 @@ impl Proxy {
             self.telemetry.reject("none", "bad_head");
             return answer(status, why, None);
         }
+        if req.headers().contains_key(PROBE_HEADER) {
+            return probe_answer();
+        }
         let Some(index) = self.route(&req) else {
             self.telemetry.reject("none", "no_route");
             return answer(
@@ -389,7 +392,21 @@ impl Proxy {
                 },
                 None => None,
             };
-            match Box::pin(self.forward(&state, counters, upstream, body.clone(), turn)).await {
+            // A direct route sends to one of the ready endpoints; with none left (the last
+            // one refused a moment ago), the request is held again in its place.
+            let to = match state.route.direct {
+                false => None,
+                true => match state.pick_endpoint() {
+                    Some(to) => Some(to),
+                    None => {
+                        state.upstream_refused();
+                        continue;
+                    }
+                },
+            };
+            let forwarded =
+                self.forward(&state, counters, upstream, body.clone(), turn, to.as_ref());
+            match Box::pin(forwarded).await {
                 Ok(mut response) => {
                     if let Some(n) = held_as {
                         counters.held_seconds.observe(held_for.as_secs_f64());
@@ -407,7 +424,10 @@ impl Proxy {
                     // The upstream is gone (scaled to zero under us): hold the request again, in
                     // its place, until the route is ready again.
                     tracing::info!(route = %host, error = %Chain(&e), "upstream refused the connection; holding");
-                    state.upstream_refused();
+                    match &to {
+                        Some(gone) => state.endpoint_refused(gone),
+                        None => state.upstream_refused(),
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(route = %host, error = %Chain(&e), "upstream failed");
@@ -544,8 +564,9 @@ impl Proxy {
         upstream: &Upstream,
         body: Bytes,
         turn: Option<Turn>,
+        to: Option<&http::uri::Authority>,
     ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
-        let (request, mut written) = upstream.request(body.clone());
+        let (request, mut written) = upstream.request(body.clone(), to);
         let guard = state.forwarding();
         let mut response = self.client.request(request);
         let mut written_at = None;
@@ -575,7 +596,7 @@ impl Proxy {
                 // A pooled connection the upstream had closed: send it once more, on a new one.
                 tracing::debug!(error = %Chain(&e), "the upstream closed a pooled connection under a request; sending it again");
                 counters.resent.inc();
-                self.fresh.request(upstream.request(body).0).await?
+                self.fresh.request(upstream.request(body, to).0).await?
             }
             Ok(r) => r,
         };
@@ -592,6 +613,22 @@ impl Proxy {
         );
         Ok(Response::from_parts(parts, body))
     }
+}
+
+/// A request with this header is answered by the activator itself (204, with
+/// [`ACTIVATOR_HEADER`]), never forwarded: how `serve` sees, through a model's Service, that the
+/// activator is in its path before it lets the last replica go.
+pub const PROBE_HEADER: &str = "x-infscale-probe";
+
+/// The header on the activator's answer to a probe.
+pub const ACTIVATOR_HEADER: &str = "x-infscale-activator";
+
+fn probe_answer() -> Response<ProxyBody> {
+    let mut r = Response::new(full(Bytes::new()));
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r.headers_mut()
+        .insert(ACTIVATOR_HEADER, HeaderValue::from_static("1"));
+    r
 }
 
 /// An error with every cause it wraps, for a log line that says why (hyper's own text is only
@@ -635,10 +672,12 @@ struct Upstream {
 }
 
 impl Upstream {
-    /// The request to send with `body`, and the signal that it is in the socket.
+    /// The request to send with `body` (to endpoint `to`, where given, in place of the
+    /// route's upstream), and the signal that it is in the socket.
     fn request(
         &self,
         body: Bytes,
+        to: Option<&http::uri::Authority>,
     ) -> (
         Request<UpstreamBody>,
         tokio::sync::oneshot::Receiver<Option<Instant>>,
@@ -649,7 +688,14 @@ impl Upstream {
             written: Some(written_tx),
         });
         *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
+        *request.uri_mut() = match to {
+            Some(to) => {
+                let mut parts = self.uri.clone().into_parts();
+                parts.authority = Some(to.clone());
+                http::Uri::from_parts(parts).unwrap_or_else(|_| self.uri.clone())
+            }
+            None => self.uri.clone(),
+        };
         *request.headers_mut() = self.headers.clone();
         (request, written)
     }

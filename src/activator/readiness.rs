@@ -10,10 +10,15 @@
 //! is woken when a request is held or the upstream refused a connection (the route is then not
 //! ready): the probe probes at once; the EndpointSlice watch looks at its store again
 //! [`Limits::endpoints_recheck`] later, since endpoints can outlive the process behind them.
+//!
+//! infscale's own slices (the activator in a Service's path, [`SLICE_MANAGED_BY`]) never count:
+//! they point at the activator itself. A `direct` route learns the ready endpoints themselves
+//! (each slice's address at its port, or each probed `endpoints` entry) and sends to them, so it
+//! never forwards to itself through a Service that includes it.
 
 use super::hold::RouteState;
 use super::limits::Limits;
-use super::routes::Readiness;
+use super::routes::{Readiness, SLICE_MANAGED_BY};
 use futures::StreamExt;
 use http_body_util::Empty;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
@@ -32,6 +37,7 @@ pub fn start(
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     match state.route.readiness.clone() {
         Readiness::Probe { path } => Ok(tokio::spawn(probe(state, client, path, limits))),
+        Readiness::Given(given) => Ok(tokio::spawn(follow_given(state, given.0))),
         Readiness::EndpointSlices { service, namespace } => {
             let kube = kube.ok_or_else(|| {
                 format!(
@@ -46,43 +52,88 @@ pub fn start(
     }
 }
 
+/// One probed target: where, and what its probes said lately.
+struct Probed {
+    uri: http::Uri,
+    authority: Option<http::uri::Authority>,
+    ready: bool,
+    failures: u32,
+}
+
+/// Probes the upstream (or each of the route's endpoints) on `path`. A target turns ready on
+/// its first success and not ready after [`Limits::probe_failures`] failures in a row.
 async fn probe(
     state: Arc<RouteState>,
     client: Client<HttpConnector, Empty<bytes::Bytes>>,
     path: String,
     limits: Limits,
 ) {
-    let uri: http::Uri = match format!("{}{path}", state.route.upstream).parse() {
-        Ok(u) => u,
-        Err(e) => {
-            tracing::error!(route = %state.route.counts_host, error = %e, "bad health URL");
-            return;
-        }
+    let route = &state.route;
+    let bases: Vec<(String, Option<http::uri::Authority>)> = if route.endpoints.is_empty() {
+        vec![(route.upstream.clone(), None)]
+    } else {
+        route
+            .endpoints
+            .iter()
+            .map(|a| (format!("http://{a}"), Some(a.clone())))
+            .collect()
     };
-    let mut failures = 0;
-    loop {
-        let answer = tokio::time::timeout(limits.probe_timeout, client.get(uri.clone())).await;
-        let failure = match answer {
-            Ok(Ok(r)) if r.status().is_success() => None,
-            Ok(Ok(r)) => Some(format!("HTTP status {}", r.status().as_u16())),
-            Ok(Err(e)) if e.is_connect() => Some(format!("cannot connect: {e}")),
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(_) => Some(format!("no answer within {:?}", limits.probe_timeout)),
-        };
-        match failure {
-            None => {
-                failures = 0;
-                state.set_ready(true);
+    let mut targets = Vec::new();
+    for (base, authority) in bases {
+        match format!("{base}{path}").parse::<http::Uri>() {
+            Ok(uri) => targets.push(Probed {
+                uri,
+                authority,
+                ready: false,
+                failures: 0,
+            }),
+            Err(e) => {
+                tracing::error!(route = %route.counts_host, error = %e, "bad health URL");
+                return;
             }
-            Some(why) => {
-                failures += 1;
-                if state.is_ready() && failures >= limits.probe_failures {
-                    tracing::warn!(route = %state.route.counts_host, %why, failures, "health probe failing: not ready");
-                    state.set_ready(false);
-                } else if !state.is_ready() {
-                    tracing::debug!(route = %state.route.counts_host, %why, "health probe: not ready yet");
+        }
+    }
+    loop {
+        let answers = futures::future::join_all(
+            targets
+                .iter()
+                .map(|t| tokio::time::timeout(limits.probe_timeout, client.get(t.uri.clone()))),
+        )
+        .await;
+        for (t, answer) in targets.iter_mut().zip(answers) {
+            let failure = match answer {
+                Ok(Ok(r)) if r.status().is_success() => None,
+                Ok(Ok(r)) => Some(format!("HTTP status {}", r.status().as_u16())),
+                Ok(Err(e)) if e.is_connect() => Some(format!("cannot connect: {e}")),
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some(format!("no answer within {:?}", limits.probe_timeout)),
+            };
+            match failure {
+                None => {
+                    t.failures = 0;
+                    t.ready = true;
+                }
+                Some(why) => {
+                    t.failures += 1;
+                    if t.ready && t.failures >= limits.probe_failures {
+                        tracing::warn!(route = %route.counts_host, target = %t.uri, %why, failures = t.failures, "health probe failing: not ready");
+                        t.ready = false;
+                    } else if !t.ready {
+                        tracing::debug!(route = %route.counts_host, target = %t.uri, %why, "health probe: not ready yet");
+                    }
                 }
             }
+        }
+        if route.endpoints.is_empty() {
+            state.set_ready(targets.iter().any(|t| t.ready));
+        } else {
+            state.set_endpoints(
+                targets
+                    .iter()
+                    .filter(|t| t.ready)
+                    .filter_map(|t| t.authority.clone())
+                    .collect(),
+            );
         }
         let pause = if state.waiting() > 0 {
             limits.probe_held
@@ -96,13 +147,89 @@ async fn probe(
     }
 }
 
+/// Takes the endpoints an embedding program gives, as they change.
+async fn follow_given(
+    state: Arc<RouteState>,
+    mut given: tokio::sync::watch::Receiver<Vec<http::uri::Authority>>,
+) {
+    loop {
+        state.set_endpoints(given.borrow_and_update().clone());
+        if given.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Whether a slice is one of infscale's own (the activator in a Service's path), which never
+/// counts as a replica.
+fn ours(slice: &EndpointSlice) -> bool {
+    let (key, value) = SLICE_MANAGED_BY;
+    slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .is_some_and(|v| v == value)
+}
+
+/// The ready endpoints of the Service's own slices (infscale's left out), each at the slice's
+/// port (`port_name`'s, or its only one), as authorities a `direct` route sends to.
+fn ready_endpoints(
+    store: &Store<EndpointSlice>,
+    port_name: Option<&str>,
+) -> Vec<http::uri::Authority> {
+    let mut out = Vec::new();
+    for slice in store.state().iter().filter(|s| !ours(s)) {
+        let ports = slice.ports.as_deref().unwrap_or_default();
+        let port = match port_name {
+            Some(name) => ports.iter().find(|p| p.name.as_deref() == Some(name)),
+            None if ports.len() == 1 => ports.first(),
+            None => None,
+        };
+        let Some(port) = port.and_then(|p| p.port) else {
+            continue;
+        };
+        for e in slice
+            .endpoints
+            .iter()
+            .flatten()
+            .filter(|e| endpoint_ready(e))
+        {
+            for address in &e.addresses {
+                let host = if address.contains(':') {
+                    format!("[{address}]:{port}")
+                } else {
+                    format!("{address}:{port}")
+                };
+                if let Ok(a) = host.parse() {
+                    out.push(a);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An endpoint with no readiness condition is ready (the API's own rule).
+fn endpoint_ready(e: &k8s_openapi::api::discovery::v1::Endpoint) -> bool {
+    e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
+}
+
 fn any_ready(store: &Store<EndpointSlice>) -> bool {
-    store.state().iter().any(|slice| {
-        slice.endpoints.iter().flatten().any(|e| {
-            // An endpoint with no readiness condition is ready (the API's own rule).
-            e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
-        })
-    })
+    store
+        .state()
+        .iter()
+        .filter(|s| !ours(s))
+        .any(|slice| slice.endpoints.iter().flatten().any(endpoint_ready))
+}
+
+/// Sets the route's readiness (and a `direct` route's endpoints) from the slices.
+fn apply(state: &RouteState, store: &Store<EndpointSlice>) {
+    if state.route.direct {
+        state.set_endpoints(ready_endpoints(store, state.route.port_name.as_deref()));
+    } else {
+        state.set_ready(any_ready(store));
+    }
 }
 
 async fn endpoint_slices(
@@ -130,7 +257,7 @@ async fn endpoint_slices(
             event = stream.next() => match event {
                 None => return,
                 Some(Ok(watcher::Event::InitApply(_) | watcher::Event::Init)) => {}
-                Some(Ok(_)) => state.set_ready(any_ready(&store)),
+                Some(Ok(_)) => apply(&state, &store),
                 Some(Err(e)) => {
                     tracing::warn!(service = %service, error = %e, "EndpointSlice watch failed; retrying")
                 }
@@ -140,7 +267,7 @@ async fn endpoint_slices(
             }
             _ = due => {
                 recheck = None;
-                state.set_ready(any_ready(&store));
+                apply(&state, &store);
             }
         }
     }

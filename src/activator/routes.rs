@@ -57,6 +57,18 @@ pub struct RouteSpec {
     /// often until the model answers; off when absent.
     #[serde(default)]
     pub keep_alive_seconds: Option<f64>,
+    /// Send requests straight to the ready endpoints (the Service's EndpointSlices, or
+    /// `endpoints`), not through `upstream`: what serve mode needs, where the model's Service
+    /// also routes to the activator while it is in the path.
+    #[serde(default)]
+    pub direct: bool,
+    /// The EndpointSlice port to send to when a slice has several (`direct` routes).
+    #[serde(default)]
+    pub port_name: Option<String>,
+    /// The model's replicas by address (`http://HOST:PORT` each), each probed on `healthPath`:
+    /// the route sends to those that answer. For servers outside Kubernetes; implies `direct`.
+    #[serde(default)]
+    pub endpoints: Vec<String>,
 }
 
 fn default_release_concurrency() -> usize {
@@ -78,9 +90,35 @@ fn default_hold_timeout() -> f64 {
 /// How a route knows its upstream is ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Readiness {
-    EndpointSlices { service: String, namespace: String },
-    Probe { path: String },
+    EndpointSlices {
+        service: String,
+        namespace: String,
+    },
+    /// Probe `path` on the upstream, or on each of the route's `endpoints`.
+    Probe {
+        path: String,
+    },
+    /// The ready endpoints as the program embedding the activator gives them (the demo's
+    /// Service); never from a routes file.
+    Given(GivenEndpoints),
 }
+
+/// Ready endpoints handed over by an embedding program, as they change.
+#[derive(Debug, Clone)]
+pub struct GivenEndpoints(pub tokio::sync::watch::Receiver<Vec<http::uri::Authority>>);
+
+impl PartialEq for GivenEndpoints {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same_channel(&other.0)
+    }
+}
+
+impl Eq for GivenEndpoints {}
+
+/// The label infscale's own EndpointSlices carry: the slices that put the activator in a model
+/// Service's path. The activator never counts them as replicas, and never forwards to them.
+pub const SLICE_MANAGED_BY: (&str, &str) =
+    ("endpointslice.kubernetes.io/managed-by", "infscale.io");
 
 /// A checked route.
 #[derive(Debug, Clone)]
@@ -102,6 +140,12 @@ pub struct Route {
     pub release_concurrency: usize,
     /// SSE keep-alive for held streaming requests, when set.
     pub keep_alive: Option<Duration>,
+    /// Send to the ready endpoints readiness names, not to `upstream`.
+    pub direct: bool,
+    /// The EndpointSlice port to send to, for slices with several.
+    pub port_name: Option<String>,
+    /// Probed endpoints (`endpoints` in the file), each an authority.
+    pub endpoints: Vec<http::uri::Authority>,
 }
 
 /// A route that cannot be used, naming the route and field.
@@ -130,6 +174,9 @@ impl RouteSpec {
             abandon_lease_seconds: default_abandon_lease(),
             release_concurrency: default_release_concurrency(),
             keep_alive_seconds: None,
+            direct: false,
+            port_name: None,
+            endpoints: Vec::new(),
         }
     }
 
@@ -210,6 +257,26 @@ impl RouteSpec {
             .map(|s| crate::limits::seconds(s, false, crate::limits::MAX_HOLD_SECONDS))
             .transpose()
             .map_err(|e| bad("keepAliveSeconds", e))?;
+        let endpoints = self
+            .endpoints
+            .iter()
+            .map(|e| endpoint_authority(e).map_err(|m| bad("endpoints", m)))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !endpoints.is_empty() && !matches!(readiness, Readiness::Probe { .. }) {
+            return Err(bad(
+                "endpoints",
+                "probed endpoints need healthPath (a Service's endpoints come from its slices)"
+                    .into(),
+            ));
+        }
+        let direct = self.direct || !endpoints.is_empty();
+        if direct && endpoints.is_empty() && self.service.is_none() {
+            return Err(bad(
+                "direct",
+                "direct needs the Service whose EndpointSlices name the replicas, or endpoints"
+                    .into(),
+            ));
+        }
         if self.release_concurrency == 0 {
             return Err(bad("releaseConcurrency", "must be at least 1".into()));
         }
@@ -238,8 +305,24 @@ impl RouteSpec {
             abandon_lease,
             release_concurrency: self.release_concurrency,
             keep_alive,
+            direct,
+            port_name: self.port_name.clone(),
+            endpoints,
         })
     }
+}
+
+/// An endpoint as written, `http://HOST:PORT`, as the authority requests are sent to.
+fn endpoint_authority(e: &str) -> Result<http::uri::Authority, String> {
+    let rest = e
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{e:?} must be an http:// URL"))?
+        .trim_end_matches('/');
+    if rest.is_empty() || rest.contains('/') {
+        return Err(format!("{e:?} must be http://HOST[:PORT] with no path"));
+    }
+    rest.parse()
+        .map_err(|_| format!("{rest:?} is not a host[:port]"))
 }
 
 /// A route's `host` as requests are compared with it: lower case, a port dropped. Anything a

@@ -46,6 +46,11 @@ pub struct Args {
     /// For tests: the Service answers every Nth request 500, a loss the demo must report.
     #[arg(long, hide = true, value_name = "N")]
     pub fail_every: Option<usize>,
+    /// Proxy mode: clients call the activator, which forwards every request through the
+    /// Service [default: serve mode, clients call the Service and the activator joins it only
+    /// while the model is at zero, waking, or idle].
+    #[arg(long)]
+    pub proxy_mode: bool,
 }
 
 /// Exit status when requests were lost while the clock kept time: a real failure of the loop.
@@ -84,6 +89,10 @@ fn print(r: &DemoReport, svg: &std::path::Path) {
         r.held_after_zero,
         r.min_replicas_seen
     );
+    println!(
+        "through the activator {}, straight to the replicas {}",
+        r.via_activator, r.direct_to_pods
+    );
     println!("{}", clock_line(&r.clock_lag));
     println!("timeline: {}", svg.display());
 }
@@ -114,6 +123,8 @@ fn json(r: &DemoReport) -> serde_json::Value {
         "peak_replicas": r.demo.peak_replicas,
         "min_replicas_seen": r.min_replicas_seen,
         "held_after_zero": r.held_after_zero,
+        "via_activator": r.via_activator,
+        "direct_to_pods": r.direct_to_pods,
         "scale_events": r.demo.scale_events,
         "simulated": r.simulated,
         "speed": r.clock_lag.speed,
@@ -165,6 +176,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         slo_ttft_s: 2.0,
         svg: Some(args.svg.clone()),
         fail_every: args.fail_every.unwrap_or(0),
+        serve_mode: !args.proxy_mode,
     };
     let mut attempts = Vec::new();
     let report = loop {

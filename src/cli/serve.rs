@@ -209,6 +209,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         kube_api: args.kube_api,
         use_kube: !args.no_kube,
         scrape_via: args.scrape_via,
+        paths: None,
         limits,
     };
     let bound = server::bind(config).await?;

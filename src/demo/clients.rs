@@ -115,7 +115,7 @@ pub async fn replay(
     let mut tasks = tokio::task::JoinSet::new();
     for (i, request) in requests.into_iter().enumerate() {
         tokio::time::sleep_until(clock.at(request.arrival).into()).await;
-        let at_zero = endpoints.is_empty();
+        let at_zero = endpoints.replicas() == 0;
         let payload = body(&request, &model);
         let (client, tally) = (client.clone(), tally.clone());
         tasks.spawn(async move {

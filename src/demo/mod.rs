@@ -16,7 +16,7 @@ pub mod driver;
 pub mod lag;
 pub mod service;
 
-use crate::activator::routes::RouteSpec;
+use crate::activator::routes::{GivenEndpoints, Readiness, RouteSpec};
 use crate::emulate::{Dialect, EmulateConfig};
 use crate::scaling::Policy;
 use crate::serve::proto::ScaledObjectRef;
@@ -49,6 +49,9 @@ pub struct DemoConfig {
     pub svg: Option<std::path::PathBuf>,
     /// A fault for tests: the Service answers every this many requests 500 (0: none).
     pub fail_every: usize,
+    /// Serve mode: clients call the Service, and the activator joins it only while needed.
+    /// Otherwise (proxy mode) clients call the activator, which forwards through the Service.
+    pub serve_mode: bool,
 }
 
 /// The demo's summary beside the simulator's.
@@ -60,6 +63,10 @@ pub struct DemoReport {
     pub lost_by: std::collections::BTreeMap<String, usize>,
     pub min_replicas_seen: u32,
     pub held_after_zero: usize,
+    /// Client requests the Service sent to the activator, and straight to a replica (serve
+    /// mode; in proxy mode every request goes through the activator).
+    pub via_activator: usize,
+    pub direct_to_pods: usize,
     pub simulated: Summary,
     /// How far the clock lagged, and whether the run kept time.
     pub clock_lag: ClockLag,
@@ -76,6 +83,7 @@ fn metadata(
     cold_start_s: f64,
     admin: SocketAddr,
     speed: f64,
+    service: Option<SocketAddr>,
 ) -> HashMap<String, String> {
     let mut wall = policy.clone();
     wall.lookahead_s /= speed;
@@ -100,6 +108,12 @@ fn metadata(
         "scrapeTimeoutSeconds".into(),
         (2.0 / speed).max(0.2).to_string(),
     );
+    if let Some(svc) = service {
+        m.insert("serveMode".into(), "true".into());
+        m.insert("service".into(), "model".into());
+        m.insert("serviceUrl".into(), format!("http://{svc}"));
+        m.insert("serveModeSettleSeconds".into(), (30.0 / speed).to_string());
+    }
     m
 }
 
@@ -142,8 +156,9 @@ pub async fn run(
     };
     let mut deployment =
         deployment::Deployment::new(slots.clone(), endpoints.clone(), emulate, cold_start);
-    // The activator in front of the Service.
-    let route = RouteSpec {
+    // The activator: in proxy mode in front of the Service, forwarding through it; in serve mode
+    // beside it, sending to the replicas the Service names.
+    let mut route = RouteSpec {
         health_path: Some("/health".into()),
         max_held: 100_000,
         hold_timeout_seconds: 300.0 / speed,
@@ -151,6 +166,10 @@ pub async fn run(
         ..RouteSpec::to_upstream(&format!("http://{svc_addr}"))
     }
     .check(0, "demo")?;
+    if cfg.serve_mode {
+        route.readiness = Readiness::Given(GivenEndpoints(endpoints.pods()));
+        route.direct = true;
+    }
     let act = crate::activator::server::bind(crate::activator::server::Config {
         listen: "127.0.0.1:0".parse()?,
         admin_listen: "127.0.0.1:0".parse()?,
@@ -160,6 +179,13 @@ pub async fn run(
     })
     .await?;
     let (proxy, admin) = (act.proxy_addr()?, act.admin_addr()?);
+    let paths = cfg.serve_mode.then(|| {
+        crate::serve::server::Paths(Arc::new(service::DemoPaths {
+            endpoints: endpoints.clone(),
+            activator: proxy,
+            service: svc_addr,
+        }))
+    });
     let act_task = tokio::spawn(act.run(std::future::pending()));
     // The scaler, scraping every pod slot and following the activator.
     let urls = slots
@@ -175,6 +201,7 @@ pub async fn run(
         kube_api: None,
         use_kube: false,
         scrape_via: None,
+        paths,
         limits: crate::serve::limits::Limits::default(),
     })
     .await?;
@@ -183,7 +210,13 @@ pub async fn run(
     let so = ScaledObjectRef {
         name: "model".into(),
         namespace: "demo".into(),
-        scaler_metadata: metadata(&cfg.policy, cold_start, admin, speed),
+        scaler_metadata: metadata(
+            &cfg.policy,
+            cold_start,
+            admin,
+            speed,
+            cfg.serve_mode.then_some(svc_addr),
+        ),
     };
     // One replica ready at the start, as the simulator's runs begin.
     deployment.scale(cfg.policy.min.max(1), -cold_start);
@@ -200,9 +233,11 @@ pub async fn run(
         trace.requests.len()
     ]));
     let in_flight = Arc::new(AtomicUsize::new(0));
+    // Clients call the model's Service in serve mode, the activator in proxy mode.
+    let entry = if cfg.serve_mode { svc_addr } else { proxy };
     let replay = tokio::spawn(clients::replay(
         trace.requests.clone(),
-        proxy,
+        entry,
         "model".into(),
         clock,
         endpoints.clone(),
@@ -280,7 +315,23 @@ pub async fn run(
         })
         .collect();
     let clock_lag = meter.verdict(&seen, outcomes.len(), cfg.slo_ttft_s);
-    report(&cfg, &trace, outcomes, deployment, driver.record, clock_lag)
+    let routed = if cfg.serve_mode {
+        (
+            endpoints.to_activator.load(Ordering::Relaxed),
+            endpoints.to_pods.load(Ordering::Relaxed),
+        )
+    } else {
+        (outcomes.len(), 0)
+    };
+    report(
+        &cfg,
+        &trace,
+        outcomes,
+        deployment,
+        driver.record,
+        clock_lag,
+        routed,
+    )
 }
 
 /// Requests held at the activator now, from its `/queue` (the count `serve` follows).
@@ -304,6 +355,7 @@ fn report(
     deployment: deployment::Deployment,
     record: driver::Record,
     clock_lag: ClockLag,
+    (via_activator, direct_to_pods): (usize, usize),
 ) -> anyhow::Result<DemoReport> {
     let mut lost_by = std::collections::BTreeMap::new();
     for why in outcomes.iter().filter_map(|o| o.lost.as_ref()) {
@@ -362,6 +414,8 @@ fn report(
         lost_by,
         min_replicas_seen: record.min_replicas_seen.unwrap_or(0),
         held_after_zero,
+        via_activator,
+        direct_to_pods,
         simulated,
         clock_lag,
         timeline: record.timeline,

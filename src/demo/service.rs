@@ -1,5 +1,10 @@
 //! The demo's Service: what a Kubernetes Service and a least-request load balancer do in front of
-//! a Deployment's Ready pods.
+//! a Deployment's Ready pods, and, in serve mode, of the activator while it is in the path.
+//!
+//! In serve mode the clients call this Service, and `serve` adds the activator to its backends
+//! ([`DemoPaths`], what an EndpointSlice does in a cluster) while no replica is Ready, requests
+//! are held, or the target is idle; the activator reads the replicas' addresses (never its own)
+//! and sends to them directly. The Service counts where it sent each client request.
 //!
 //! The activator forwards to one upstream; in a cluster that is the model's Service, which
 //! spreads requests over the Ready pods. Here it is this small proxy: each request goes to the
@@ -24,11 +29,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
-/// One pod's address and the requests it holds through the Service.
+/// One pod's address (or the activator's, in serve mode) and the requests it holds through the
+/// Service.
 #[derive(Debug)]
 pub struct Backend {
     pub addr: SocketAddr,
     pub outstanding: AtomicUsize,
+    /// The activator, put in the Service's path by serve mode: not a replica.
+    pub activator: bool,
 }
 
 impl Backend {
@@ -36,6 +44,16 @@ impl Backend {
         Arc::new(Backend {
             addr,
             outstanding: AtomicUsize::new(0),
+            activator: false,
+        })
+    }
+
+    /// The activator as a backend of the Service.
+    pub fn activator(addr: SocketAddr) -> Arc<Backend> {
+        Arc::new(Backend {
+            addr,
+            outstanding: AtomicUsize::new(0),
+            activator: true,
         })
     }
 
@@ -52,6 +70,12 @@ pub struct Endpoints {
     /// A fault for tests: every this many requests is answered 500 (0: none).
     fail_every: AtomicUsize,
     requests: AtomicUsize,
+    /// The replicas' addresses (the activator left out), as the activator reads a Service's
+    /// EndpointSlices.
+    pods: tokio::sync::watch::Sender<Vec<http::uri::Authority>>,
+    /// Requests the Service sent to a replica, and to the activator.
+    pub to_pods: AtomicUsize,
+    pub to_activator: AtomicUsize,
 }
 
 impl Default for Endpoints {
@@ -61,6 +85,9 @@ impl Default for Endpoints {
             count: tokio::sync::watch::channel(0).0,
             fail_every: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
+            pods: tokio::sync::watch::channel(Vec::new()).0,
+            to_pods: AtomicUsize::new(0),
+            to_activator: AtomicUsize::new(0),
         }
     }
 }
@@ -80,18 +107,40 @@ impl Endpoints {
 
     pub fn add(&self, b: Arc<Backend>) {
         if let Ok(mut v) = self.ready.write() {
-            v.push(b);
-            self.count.send_replace(v.len());
+            if !v.iter().any(|x| x.addr == b.addr) {
+                v.push(b);
+            }
+            self.changed(&v);
         }
     }
 
     pub fn remove(&self, addr: SocketAddr) {
         if let Ok(mut v) = self.ready.write() {
             v.retain(|b| b.addr != addr);
-            self.count.send_replace(v.len());
+            self.changed(&v);
         }
     }
 
+    fn changed(&self, v: &[Arc<Backend>]) {
+        self.count.send_replace(v.len());
+        let pods: Vec<http::uri::Authority> = v
+            .iter()
+            .filter(|b| !b.activator)
+            .filter_map(|b| b.addr.to_string().parse().ok())
+            .collect();
+        self.pods.send_if_modified(|now| {
+            let differs = *now != pods;
+            *now = pods.clone();
+            differs
+        });
+    }
+
+    /// The replicas' addresses as they change (the activator's serve-mode route reads them).
+    pub fn pods(&self) -> tokio::sync::watch::Receiver<Vec<http::uri::Authority>> {
+        self.pods.subscribe()
+    }
+
+    /// Backends in the Service, the activator included.
     pub fn len(&self) -> usize {
         self.ready.read().map_or(0, |v| v.len())
     }
@@ -100,12 +149,40 @@ impl Endpoints {
         self.len() == 0
     }
 
-    /// The ready backend with the fewest outstanding requests, counted from now on.
+    /// Ready replicas in the Service (the activator left out).
+    pub fn replicas(&self) -> usize {
+        self.ready
+            .read()
+            .map_or(0, |v| v.iter().filter(|b| !b.activator).count())
+    }
+
+    /// The ready backend with the fewest outstanding requests, counted from now on; ties go
+    /// by turns, so every backend gets some (a probe meant for the activator reaches it).
     fn pick(&self) -> Option<Arc<Backend>> {
         let v = self.ready.read().ok()?;
-        let b = v.iter().min_by_key(|b| b.outstanding())?.clone();
+        if v.is_empty() {
+            return None;
+        }
+        let start = self.requests.load(Ordering::Relaxed) % v.len();
+        let b = v
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(v.len())
+            .min_by_key(|b| b.outstanding())?
+            .clone();
         b.outstanding.fetch_add(1, Ordering::Relaxed);
         Some(b)
+    }
+
+    /// Counts a client request by where the Service sent it.
+    fn routed(&self, b: &Backend) {
+        let to = if b.activator {
+            &self.to_activator
+        } else {
+            &self.to_pods
+        };
+        to.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -186,10 +263,16 @@ async fn handle(
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_owned();
+    let probe = parts
+        .headers
+        .contains_key(crate::activator::proxy::PROBE_HEADER);
     for attempt in 0..2 {
         let Some(backend) = endpoints.pick() else {
             return plain(StatusCode::SERVICE_UNAVAILABLE, "no ready replica\n");
         };
+        if attempt == 0 && !probe {
+            endpoints.routed(&backend);
+        }
         let Ok(uri) = format!("http://{}{path}", backend.addr).parse::<http::Uri>() else {
             backend.outstanding.fetch_sub(1, Ordering::Relaxed);
             return plain(StatusCode::BAD_REQUEST, "bad path\n");
@@ -270,5 +353,33 @@ pub async fn serve(addr: SocketAddr, endpoints: Arc<Endpoints>) {
                 }
             }
         }
+    }
+}
+
+/// Serve mode's writer for the demo: the activator in, or out of, this Service's backends.
+pub struct DemoPaths {
+    pub endpoints: Arc<Endpoints>,
+    /// The activator's proxy address.
+    pub activator: SocketAddr,
+    /// This Service's address, where the activator is probed.
+    pub service: SocketAddr,
+}
+
+impl crate::serve::path::PathWriter for DemoPaths {
+    fn write<'a>(
+        &'a self,
+        _mode: &'a crate::serve::metadata::ServeMode,
+        _activator: Option<&'a crate::serve::activators::Members>,
+        in_path: bool,
+    ) -> futures::future::BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async move {
+            if in_path {
+                self.endpoints.add(Backend::activator(self.activator));
+                Ok(Some(format!("http://{}", self.service)))
+            } else {
+                self.endpoints.remove(self.activator);
+                Ok(None)
+            }
+        })
     }
 }

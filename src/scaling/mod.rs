@@ -6,7 +6,8 @@
 //! [`floors`] puts the SLO-aware floor, the scale-down guard and the starting credit under it,
 //! counting on the rate per replica [`capacity`] learned; [`hold`] keeps replicas through
 //! the gaps the traffic came back from; [`activity`] holds
-//! the fault rules for `IsActive`; [`keda`] decides activation and the step to zero; [`hpa`] is the Kubernetes HPA algorithm; [`decision`] runs
+//! the fault rules for `IsActive`; [`path`] when the activator belongs in a model Service's
+//! path (serve mode); [`keda`] decides activation and the step to zero; [`hpa`] is the Kubernetes HPA algorithm; [`decision`] runs
 //! them in order and keeps the reasons. All pure: time is a parameter, nothing here does I/O.
 
 pub mod activity;
@@ -24,6 +25,7 @@ pub mod hpa;
 pub mod keda;
 pub mod keys;
 pub mod lookahead;
+pub mod path;
 pub mod policy;
 pub mod scaled_object;
 pub mod several;

@@ -16,6 +16,8 @@ use super::deletion_cost::{CostWriter, Written};
 use super::discovery::{wall_clock_s, Discovery, DiscoveryError, PodEndpoint, PodStart};
 use super::limits::Limits;
 use super::metadata::TargetSpec;
+use super::path::PathHandle;
+use crate::scaling::path::{PathFacts, PathRule};
 use super::scrape::{ScrapeError, Scraper};
 use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
@@ -60,6 +62,8 @@ pub struct Shared {
     /// The clock every target's time is measured on.
     pub epoch: Instant,
     pub limits: Limits,
+    /// Where serve mode writes the activator into a Service's path, if anywhere.
+    pub paths: Option<Arc<dyn super::path::PathWriter>>,
 }
 
 impl Shared {
@@ -163,7 +167,14 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             })
         })
         .flatten();
+    let mut path = serve_path(&shared, &spec);
     loop {
+        let answering_changed = async {
+            match path.as_mut().and_then(|p| p.handle.as_mut()) {
+                Some(h) => h.answering.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         let counts_changed = async {
             match counts.as_mut() {
                 Some(rx) if follower_alive => rx.changed().await.is_ok(),
@@ -184,6 +195,15 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                 }
                 false
             }
+            alive = answering_changed => {
+                if !alive {
+                    return;
+                }
+                // The activator now answers through the Service (or no longer): `IsActive` may
+                // change.
+                evaluated_held = None;
+                false
+            }
         };
         let held = held_demand(
             counts.as_ref(),
@@ -199,7 +219,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             continue;
         }
         evaluated_held = Some(held);
-        let report = conclude(
+        let mut report = conclude(
             &shared,
             &spec,
             &pods,
@@ -208,6 +228,9 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             &mut state,
             cold.learned(),
         );
+        if let Some(p) = path.as_mut() {
+            p.apply(shared.now(), pods.ready(), held, &mut report);
+        }
         series.report(report.value.clone().ok(), report.active.clone().ok());
         if let (Some(writer), true, Pods::Read(s)) = (costs.as_mut(), scraped, &pods) {
             let values = metric_values(&spec.policy, report.value.clone().ok(), &state);
@@ -216,6 +239,55 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
         publish(&tx, &spec, report);
         if tx.is_closed() {
             return;
+        }
+    }
+}
+
+/// A serve-mode trigger's path: the rule, and the task that writes what it decides (none when
+/// the scaler has nowhere to write: then the activator is never seen answering, and the target
+/// never goes idle).
+struct ServePath {
+    rule: PathRule,
+    handle: Option<PathHandle>,
+}
+
+fn serve_path(shared: &Shared, spec: &TargetSpec) -> Option<ServePath> {
+    let mode = spec.serve_mode.clone()?;
+    let handle = match &shared.paths {
+        Some(writer) => Some(super::path::start(
+            writer.clone(),
+            mode.clone(),
+            spec.activator.as_ref().map(|a| a.members.clone()),
+        )),
+        None => {
+            tracing::error!(service = %mode.service, "serve mode needs the Kubernetes API to put the activator in the Service's path; the target will not go idle");
+            None
+        }
+    };
+    Some(ServePath {
+        rule: PathRule::new(mode.settle_s),
+        handle,
+    })
+}
+
+impl ServePath {
+    /// Decides the path for what is known now, asks the task for it, and keeps `IsActive` true
+    /// while the evaluation says idle but the activator is not yet seen answering.
+    fn apply(&mut self, now: f64, ready: Option<usize>, held: Option<f64>, report: &mut Report) {
+        let answering = self.handle.as_ref().is_some_and(PathHandle::is_answering);
+        let d = self.rule.decide(PathFacts {
+            now,
+            ready,
+            held,
+            idle: report.active == Ok(false),
+            answering,
+        });
+        if let Some(h) = &self.handle {
+            h.want(d.in_path);
+        }
+        if d.hold_active {
+            tracing::debug!("idle, but the activator is not yet seen answering through the Service: active");
+            report.active = Ok(true);
         }
     }
 }

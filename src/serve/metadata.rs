@@ -34,6 +34,19 @@ pub struct ActivatorRef {
     pub host: String,
 }
 
+/// Serve mode's settings: the model's Service the activator joins while it is needed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeMode {
+    /// The Service's namespace (the ScaledObject's) and name.
+    pub namespace: String,
+    pub service: String,
+    /// Where to probe the activator through the Service, when given.
+    pub url: Option<String>,
+    /// The activator pods' port for client requests.
+    pub activator_port: u16,
+    pub settle_s: f64,
+}
+
 /// Everything a collector needs to know about one scale target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetSpec {
@@ -48,6 +61,8 @@ pub struct TargetSpec {
     /// The metric, per-replica target, activation level and lookahead.
     pub policy: Policy,
     pub activator: Option<ActivatorRef>,
+    /// Serve mode, when on.
+    pub serve_mode: Option<ServeMode>,
     pub scrape_interval: Duration,
     pub scrape_timeout: Duration,
     /// Canonical identity: namespace plus the metadata that matters, sorted.
@@ -137,6 +152,36 @@ pub const TARGET_KEYS: &[TargetKey] = &[
         "",
         "the host whose counts in the activator's `/queue` are this target's; without it, \
          `deployment`",
+    ),
+    target_key(
+        "serveMode",
+        "false",
+        "`true`: clients call the model's own Service, and the activator is added to it (an \
+         EndpointSlice infscale owns) only while no replica is Ready, requests are held, or the \
+         target is idle; `IsActive` says idle only once the activator answers through the \
+         Service. Needs `activatorUrl`",
+    ),
+    target_key(
+        "service",
+        "",
+        "serve mode: the model's Service; without it, `deployment`",
+    ),
+    target_key(
+        "serviceUrl",
+        "",
+        "serve mode: where the activator is probed through the Service; without it, \
+         `http://SERVICE.NAMESPACE.svc:PORT` at the Service's first port",
+    ),
+    target_key(
+        "activatorPort",
+        "8080",
+        "serve mode: the port the activator pods take client requests on",
+    ),
+    target_key(
+        "serveModeSettleSeconds",
+        "30",
+        "serve mode: how long the target is busy, with Ready replicas and nothing held, before \
+         the activator leaves the Service's path",
     ),
     target_key(
         "scrapeIntervalSeconds",
@@ -366,6 +411,48 @@ impl TargetSpec {
                 Some(ActivatorRef { members, host })
             }
         };
+        let serve_mode = match value("serveMode") {
+            "false" => None,
+            "true" => {
+                if activator.is_none() {
+                    return Err(bad("serveMode", "needs activatorUrl"));
+                }
+                let service = match (get("service"), &pods) {
+                    (Some(s), _) => dns_name("service", s)?,
+                    (None, Pods::Deployment(d)) => d.clone(),
+                    (None, Pods::Selector(_)) => {
+                        return Err(bad("service", "required with podSelector in serve mode"))
+                    }
+                };
+                let url = get("serviceUrl")
+                    .map(|u| address::service_url(u).map_err(|e| bad("serviceUrl", e)))
+                    .transpose()?;
+                let port = value("activatorPort");
+                let activator_port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| bad("activatorPort", format!("{port:?} is not a port")))?;
+                Some(ServeMode {
+                    namespace: namespace.clone(),
+                    service,
+                    url,
+                    activator_port,
+                    settle_s: seconds(
+                        "serveModeSettleSeconds",
+                        value("serveModeSettleSeconds"),
+                        0.0,
+                        3600.0,
+                    )?,
+                })
+            }
+            other => {
+                return Err(bad(
+                    "serveMode",
+                    format!("{other:?}: expected true or false"),
+                ))
+            }
+        };
         // One collector per ScaledObject and trigger: its series and logs name both.
         let mut key = format!("{namespace}\nscaledObject={name}");
         for (k, v) in &used {
@@ -381,6 +468,7 @@ impl TargetSpec {
             metrics_scheme,
             policy,
             activator,
+            serve_mode,
             scrape_interval: Duration::from_secs_f64(scrape_interval),
             scrape_timeout: Duration::from_secs_f64(scrape_timeout),
             key,

@@ -6,7 +6,9 @@
 //! API, or a static list), scrapes them within bounds ([`scrape`]), follows the activator's held
 //! count live ([`activator`]), and publishes what `scaling::evaluate` concludes. Calls only read
 //! that publication. [`server`] assembles the gRPC server with health, reflection and TLS, and
-//! [`telemetry`] is the scaler's own `/metrics`. [`limits`] holds every operational bound, passed
+//! [`telemetry`] is the scaler's own `/metrics`. In serve mode, [`path`] puts the activator in a
+//! model Service's path while it is needed ([`path_kube`]: an EndpointSlice) and out of it once
+//! the replicas carry the traffic. [`limits`] holds every operational bound, passed
 //! down from the server to each part.
 
 pub mod activator;
@@ -17,6 +19,8 @@ pub mod deletion_cost;
 pub mod discovery;
 pub mod limits;
 pub mod metadata;
+pub mod path;
+pub mod path_kube;
 pub mod proto;
 pub mod registry;
 pub mod scrape;

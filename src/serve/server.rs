@@ -7,6 +7,7 @@ use super::connections;
 use super::discovery::{ApiHealth, DiscoveryContext, ScrapeVia, StaticTargets};
 use super::limits::Limits;
 use super::metadata::AllowedActivators;
+use super::path::PathWriter;
 use super::proto::external_scaler_server::ExternalScalerServer;
 use super::proto::FILE_DESCRIPTOR_SET;
 use super::registry::Registry;
@@ -48,6 +49,19 @@ pub struct Config {
     pub use_kube: bool,
     pub scrape_via: Option<ScrapeVia>,
     pub limits: Limits,
+    /// Where serve mode writes the activator into a Service's path; without it, EndpointSlices
+    /// through the Kubernetes API (when there is one).
+    pub paths: Option<Paths>,
+}
+
+/// A serve-mode [`PathWriter`] given to the scaler (the demo's Service, say).
+#[derive(Clone)]
+pub struct Paths(pub Arc<dyn PathWriter>);
+
+impl std::fmt::Debug for Paths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Paths(..)")
+    }
 }
 
 /// The scaler's sockets, bound, not yet serving.
@@ -137,7 +151,15 @@ impl Listening {
             .kube
             .clone()
             .map(|client| api.clone().probe(client, limits.api_probe_every()));
+        let paths: Option<Arc<dyn PathWriter>> = match (&config.paths, &self.kube) {
+            (Some(p), _) => Some(p.0.clone()),
+            (None, Some(client)) => Some(Arc::new(super::path_kube::KubePaths {
+                client: client.clone(),
+            })),
+            (None, None) => None,
+        };
         let shared = Shared {
+            paths,
             discovery: DiscoveryContext {
                 statics: Arc::new(config.statics.clone()),
                 client: self.kube.clone(),

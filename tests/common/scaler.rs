@@ -21,6 +21,7 @@ pub fn config() -> Config {
         kube_api: None,
         use_kube: false,
         scrape_via: Some(ScrapeVia::Direct),
+        paths: None,
         limits: Limits::default(),
     }
 }
