@@ -568,19 +568,37 @@ impl Proxy {
     ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
         let (request, mut written) = upstream.request(body.clone(), to);
         let guard = state.forwarding();
-        let mut response = self.client.request(request);
+        // A release sends each request on a connection of its own: an event-loop server reads
+        // new connections in the order it accepts them, but reads an already accepted one a
+        // turn earlier, so a pooled connection would let a later request overtake.
+        let client = if turn.is_some() {
+            &self.fresh
+        } else {
+            &self.client
+        };
+        let mut response = client.request(request);
         let mut written_at = None;
         let (response, slot) = match turn {
             None => (response.await, None),
             Some(mut turn) => {
                 let slot = turn.take_slot();
-                // The turn passes on once this request is written (or has failed).
+                // The turn passes on once this request is written (or has failed) and either its
+                // answer's head came or RELEASE_SPACING passed: time for a server that reads
+                // each connection on a thread of its own to take this one before the next.
                 let response = tokio::select! {
                     r = &mut response => r,
                     w = &mut written => {
                         written_at = w.ok().flatten();
-                        turn.sent();
-                        response.await
+                        tokio::select! {
+                            r = &mut response => {
+                                turn.sent();
+                                r
+                            }
+                            _ = tokio::time::sleep(RELEASE_SPACING) => {
+                                turn.sent();
+                                response.await
+                            }
+                        }
                     }
                 };
                 drop(turn);
@@ -614,6 +632,11 @@ impl Proxy {
         Ok(Response::from_parts(parts, body))
     }
 }
+
+/// The least time between two released requests' sends (unless the first one's answer came
+/// sooner): a thread-per-connection server (llama.cpp's) wakes each connection's thread in its
+/// own time, and two requests written microseconds apart could be read in either order.
+pub const RELEASE_SPACING: Duration = Duration::from_millis(5);
 
 /// A request with this header is answered by the activator itself (204, with
 /// [`ACTIVATOR_HEADER`]), never forwarded: how `serve` sees, through a model's Service, that the

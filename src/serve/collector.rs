@@ -17,7 +17,6 @@ use super::discovery::{wall_clock_s, Discovery, DiscoveryError, PodEndpoint, Pod
 use super::limits::Limits;
 use super::metadata::TargetSpec;
 use super::path::PathHandle;
-use crate::scaling::path::{PathFacts, PathRule};
 use super::scrape::{ScrapeError, Scraper};
 use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
@@ -26,6 +25,7 @@ use crate::metrics::rates::Snapshot;
 use crate::scaling::cold_start::{ColdStarts, HoldTimer};
 use crate::scaling::deletion_cost::metric_values;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
+use crate::scaling::path::{PathFacts, PathRule};
 use crate::scaling::Observation;
 use crate::scaling::{evaluate, Activity, ScalerState};
 use std::collections::{BTreeMap, HashMap};
@@ -283,10 +283,21 @@ impl ServePath {
             answering,
         });
         if let Some(h) = &self.handle {
+            if d.in_path != h.wanted() {
+                tracing::info!(
+                    in_path = d.in_path,
+                    ?ready,
+                    ?held,
+                    idle = report.active == Ok(false),
+                    "serve mode: the activator's place changes"
+                );
+            }
             h.want(d.in_path);
         }
         if d.hold_active {
-            tracing::debug!("idle, but the activator is not yet seen answering through the Service: active");
+            tracing::debug!(
+                "idle, but the activator is not yet seen answering through the Service: active"
+            );
             report.active = Ok(true);
         }
     }

@@ -59,6 +59,11 @@ impl PathHandle {
             .send_if_modified(|w| std::mem::replace(w, in_path) != in_path);
     }
 
+    /// Whether the activator is wanted in the path now.
+    pub fn wanted(&self) -> bool {
+        *self.want.borrow()
+    }
+
     pub fn is_answering(&self) -> bool {
         *self.answering.borrow()
     }

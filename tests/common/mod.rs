@@ -5,6 +5,7 @@
 
 pub mod activator;
 pub mod churn;
+pub mod cluster;
 pub mod faulty;
 pub mod http;
 pub mod kube_recorder;

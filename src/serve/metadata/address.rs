@@ -171,6 +171,22 @@ pub fn metrics_path(raw: &str) -> Result<String, String> {
     Ok(raw.to_owned())
 }
 
+/// A serve-mode probe URL: `http://HOST[:PORT]`, no credentials, no path; returned without a
+/// trailing slash.
+pub fn service_url(raw: &str) -> Result<String, String> {
+    let base = raw.trim_end_matches('/');
+    let rest = base
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{raw:?} must be an http:// URL"))?;
+    let authority: http::uri::Authority = rest
+        .parse()
+        .map_err(|_| format!("{raw:?} must be http://HOST[:PORT] with no path"))?;
+    if rest.is_empty() || rest.contains(['/', '@', '?', '#']) || authority.host().is_empty() {
+        return Err(format!("{raw:?} must be http://HOST[:PORT] with no path"));
+    }
+    Ok(base.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,20 +272,4 @@ mod tests {
         }
         assert!(metrics_path(&format!("/{}", "a".repeat(1 << 20))).is_err());
     }
-}
-
-/// A serve-mode probe URL: `http://HOST[:PORT]`, no credentials, no path; returned without a
-/// trailing slash.
-pub fn service_url(raw: &str) -> Result<String, String> {
-    let base = raw.trim_end_matches('/');
-    let rest = base
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{raw:?} must be an http:// URL"))?;
-    let authority: http::uri::Authority = rest
-        .parse()
-        .map_err(|_| format!("{raw:?} must be http://HOST[:PORT] with no path"))?;
-    if rest.is_empty() || rest.contains(['/', '@', '?', '#']) || authority.host().is_empty() {
-        return Err(format!("{raw:?} must be http://HOST[:PORT] with no path"));
-    }
-    Ok(base.to_owned())
 }
