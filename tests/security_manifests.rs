@@ -9,47 +9,11 @@ use common::activator::activator_on;
 use common::kube_recorder::recorder;
 use common::scaler::{metrics_request, object, with_kube};
 use infscale::activator::routes::RouteSpec;
-use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-type Rule = (String, String, String);
-
-fn docs(rel: &str) -> Vec<serde_yaml::Value> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
-    let text = std::fs::read_to_string(&path).expect("manifest reads");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_yaml::Value::deserialize(d).expect("manifest parses"))
-        .collect()
-}
-
-/// Every (apiGroup, resource, verb) a Role or ClusterRole in `rel` grants.
-fn granted(rel: &str) -> BTreeSet<Rule> {
-    let mut out = BTreeSet::new();
-    for d in docs(rel) {
-        if !matches!(d["kind"].as_str(), Some("Role" | "ClusterRole")) {
-            continue;
-        }
-        for rule in d["rules"].as_sequence().expect("rules") {
-            let list = |k: &str| -> Vec<String> {
-                rule[k]
-                    .as_sequence()
-                    .expect("a list")
-                    .iter()
-                    .map(|v| v.as_str().expect("a string").to_owned())
-                    .collect()
-            };
-            for g in list("apiGroups") {
-                for r in list("resources") {
-                    for v in list("verbs") {
-                        out.insert((g.clone(), r.clone(), v));
-                    }
-                }
-            }
-        }
-    }
-    out
-}
+type Rule = common::rbac::Rule;
+use common::rbac::{docs, granted};
 
 fn called(calls: &[common::kube_recorder::Call]) -> BTreeSet<Rule> {
     calls.iter().filter_map(|c| c.rbac()).collect()

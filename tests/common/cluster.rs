@@ -4,6 +4,7 @@
 //! connection to a ready endpoint of the Service's slices, infscale's own included.
 
 use super::http::{json, serve, Server};
+use super::kube_recorder::Call;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -151,15 +152,42 @@ fn chunk(stream: &mut std::net::TcpStream, v: &serde_json::Value) -> bool {
         .is_ok()
 }
 
-/// Serves Service `service` in namespace `llm` and the namespace's EndpointSlices.
-pub fn api(service: &'static str, slices: Slices) -> Server {
+/// An API stand-in's server and every call it received.
+pub struct Api {
+    pub server: Server,
+    pub calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl Api {
+    /// `(apiGroup, resource, verb)` of every call, as RBAC names them.
+    pub fn rbac(&self) -> std::collections::BTreeSet<(String, String, String)> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(Call::rbac)
+            .collect()
+    }
+}
+
+/// Serves Service `service` in namespace `llm` and the namespace's EndpointSlices (several
+/// stand-ins may share `slices`, each keeping its own callers' calls).
+pub fn api(service: &'static str, slices: Slices) -> Api {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let log = calls.clone();
     let base = "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices";
     let service_path = format!("/api/v1/namespaces/llm/services/{service}");
-    serve(
+    let server = serve(
         "127.0.0.1:0",
         Duration::from_secs(600),
         move |mut stream, head, stop| {
             let path = head.target.split('?').next().unwrap_or_default().to_owned();
+            log.lock().unwrap().push(Call {
+                method: head.method.clone(),
+                path: path.clone(),
+                query: head.target.split_once('?').map_or("", |q| q.1).to_owned(),
+                authorization: None,
+            });
             let watch = head.target.contains("watch=true");
             let only = selected(&head.target);
             let wanted =
@@ -271,7 +299,8 @@ pub fn api(service: &'static str, slices: Slices) -> Server {
                 );
             }
         },
-    )
+    );
+    Api { server, calls }
 }
 
 /// A kube-proxy for `service`: each connection goes to the next ready endpoint of the Service's

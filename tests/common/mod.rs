@@ -13,6 +13,7 @@ pub mod kubeapi;
 pub mod model;
 pub mod pods;
 pub mod promql;
+pub mod rbac;
 pub mod scaler;
 pub mod timed;
 pub mod tls;
