@@ -119,6 +119,14 @@ fn the_quick_demo_scales_up_to_zero_and_back_and_loses_nothing() {
     // does not scale down.
     let ratio = num("replica_minutes") / sim_num("replica_minutes");
     assert!((0.8..=2.0).contains(&ratio), "replica-minutes: {v}");
+    // Serve mode: the clients called the Service, and all but the requests of the first settle,
+    // the idle minutes and the wake went straight to a replica, as the Service counted them.
+    let (via, direct) = (num("via_activator"), num("direct_to_pods"));
+    assert_eq!(via + direct, num("requests"), "{v}");
+    assert!(
+        via >= num("held_after_zero") && via < 0.05 * num("requests"),
+        "through the activator {via}, straight to the replicas {direct}: {v}"
+    );
     let drawn = std::fs::read_to_string(dir.join("demo.svg")).unwrap();
     assert!(drawn.contains("<svg"));
     let _ = std::fs::remove_dir_all(&dir);

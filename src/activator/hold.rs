@@ -194,6 +194,14 @@ impl RouteState {
         self.set_ready(any);
     }
 
+    /// Whether a `direct` route sends to `a` now.
+    pub fn has_endpoint(&self, a: &http::uri::Authority) -> bool {
+        self.endpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(a)
+    }
+
     /// The endpoint a `direct` route sends its next request to, by turns; `None` when there is
     /// none (or the route sends to its upstream).
     pub fn pick_endpoint(&self) -> Option<http::uri::Authority> {

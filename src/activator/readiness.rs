@@ -101,6 +101,12 @@ async fn probe(
         )
         .await;
         for (t, answer) in targets.iter_mut().zip(answers) {
+            // A refused connection since the last probe took the target out: a failing probe
+            // does not put it back.
+            t.ready = match &t.authority {
+                None => state.is_ready(),
+                Some(a) => state.has_endpoint(a),
+            };
             let failure = match answer {
                 Ok(Ok(r)) if r.status().is_success() => None,
                 Ok(Ok(r)) => Some(format!("HTTP status {}", r.status().as_u16())),

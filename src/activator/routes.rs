@@ -463,6 +463,46 @@ mod tests {
     }
 
     #[test]
+    fn direct_routes_need_somewhere_to_learn_the_replicas() {
+        let e = parse(
+            "r.yaml",
+            "routes:\n  - upstream: http://a:1\n    healthPath: /h\n    direct: true\n",
+            "ns",
+        )
+        .unwrap_err();
+        assert!(e.contains("route 0 (direct)"), "{e}");
+        let e = parse(
+            "r.yaml",
+            "routes:\n  - upstream: http://a:1\n    service: a\n    endpoints: [http://b:2]\n",
+            "ns",
+        )
+        .unwrap_err();
+        assert!(e.contains("route 0 (endpoints)"), "{e}");
+        let e = parse(
+            "r.yaml",
+            "routes:\n  - upstream: http://a:1\n    healthPath: /h\n    endpoints: [http://b:2/x]\n",
+            "ns",
+        )
+        .unwrap_err();
+        assert!(e.contains("route 0 (endpoints)"), "{e}");
+        let routes = parse(
+            "r.yaml",
+            "routes:\n  - upstream: http://a:1\n    healthPath: /h\n    endpoints: [http://b:2, http://c:3/]\n",
+            "ns",
+        )
+        .unwrap();
+        assert!(routes[0].direct);
+        assert_eq!(routes[0].endpoints.len(), 2);
+        let routes = parse(
+            "r.yaml",
+            "routes:\n  - upstream: http://a:1\n    service: a\n    direct: true\n    portName: http\n",
+            "ns",
+        )
+        .unwrap();
+        assert!(routes[0].direct && routes[0].port_name.as_deref() == Some("http"));
+    }
+
+    #[test]
     fn errors_name_the_route_and_field() {
         let e = parse("r.yaml", "routes:\n  - upstream: http://a:1\n", "ns").unwrap_err();
         assert!(e.contains("route 0 (service)"), "{e}");

@@ -571,6 +571,51 @@ mod tests {
     }
 
     #[test]
+    fn serve_mode_reads_its_service_and_refuses_what_cannot_work() {
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let allowed = AllowedActivators::parse(&["http://10.0.0.9:9092".to_owned()]).unwrap();
+            let mut pairs = vec![
+                ("threshold", "24"),
+                ("activatorUrl", "http://10.0.0.9:9092"),
+                ("serveMode", "true"),
+            ];
+            pairs.extend_from_slice(extra);
+            TargetSpec::from_metadata("chat", "llm", &meta(&pairs), &allowed)
+        };
+        let m = with(&[]).unwrap().serve_mode.unwrap();
+        assert_eq!(
+            (m.service.as_str(), m.activator_port, m.settle_s, m.url),
+            ("chat", 8080, 30.0, None)
+        );
+        let m = with(&[
+            ("service", "chat-svc"),
+            ("serviceUrl", "http://chat-svc.llm:8000/"),
+        ])
+        .unwrap()
+        .serve_mode
+        .unwrap();
+        assert_eq!(m.service, "chat-svc");
+        assert_eq!(m.url.as_deref(), Some("http://chat-svc.llm:8000"));
+        for (bad, key) in [
+            (("serveMode", "yes"), "serveMode"),
+            (("serviceUrl", "http://a/b"), "serviceUrl"),
+            (("serviceUrl", "https://a"), "serviceUrl"),
+            (("activatorPort", "0"), "activatorPort"),
+            (("serveModeSettleSeconds", "-1"), "serveModeSettleSeconds"),
+            (("service", "Chat_Svc"), "service"),
+        ] {
+            let e = with(&[bad]).unwrap_err();
+            assert_eq!(e.key, key, "{bad:?}: {e}");
+        }
+        let e = spec(&[("threshold", "24"), ("serveMode", "true")]).unwrap_err();
+        assert_eq!(e.key, "serveMode");
+        assert!(spec(&[("threshold", "24"), ("serveMode", "false")])
+            .unwrap()
+            .serve_mode
+            .is_none());
+    }
+
+    #[test]
     fn cold_start_is_the_default_lookahead() {
         let s = spec(&[("threshold", "24"), ("coldStartSeconds", "90")]).unwrap();
         assert_eq!(s.policy.lookahead_s, 90.0);

@@ -147,7 +147,8 @@ pub fn limits() -> Limits {
     }
 }
 
-async fn start(spec: RouteSpec, limits: Limits) -> Running {
+/// The activator with one route as `spec` says, and `limits`.
+pub async fn start(spec: RouteSpec, limits: Limits) -> Running {
     let route = spec.check(0, "default").unwrap();
     let bound = bind(Config {
         listen: "127.0.0.1:0".parse().unwrap(),
