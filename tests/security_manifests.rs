@@ -1,7 +1,9 @@
 //! Security review of what ships: the Deployments run non-root on a read-only root filesystem
 //! with no privilege escalation, no capabilities and the runtime's seccomp profile; the image's
 //! user is not root; and the RBAC rules grant exactly the verbs on the resources the code calls,
-//! as a recording Kubernetes API stand-in sees `serve` and the activator call them.
+//! as a recording Kubernetes API stand-in sees `serve` and the activator call them. Serve mode
+//! writes only its own slice, removes one a crashed scaler left, and never lets a target go
+//! idle while the activator is not seen answering through the Service.
 
 mod common;
 
@@ -184,4 +186,107 @@ fn deletion_cost_adds_only_patch_on_pods_in_a_namespace() {
         !base.iter().any(|r| r.2 == "patch" && r.1 == "pods"),
         "the base RBAC writes pods: {base:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_mode_writes_only_its_slice_and_adds_exactly_its_rbac() {
+    use common::cluster::{api, Slices};
+    use common::pods::{pod, vllm_running, Behaviour};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let slices = Slices::default();
+    // A slice a crashed scaler left behind.
+    slices.put(
+        serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "chat-infscale", "namespace": "llm",
+            "labels": {"kubernetes.io/service-name": "chat",
+                "endpointslice.kubernetes.io/managed-by": "infscale.io"}},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+        "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]}),
+    );
+    let kube = api("chat", slices.clone());
+    let busy = pod("127.0.0.2:0", Behaviour::Page(vllm_running(5)));
+    let act = activator_on("chat", "127.0.0.3:0");
+    let running = common::scaler::start(infscale::serve::server::Config {
+        statics: std::collections::HashMap::from([("chat".to_owned(), vec![busy.url()])]),
+        allowed_activators: vec![act.url()],
+        kube_api: Some(kube.server.url("")),
+        use_kube: true,
+        ..common::scaler::config()
+    })
+    .await;
+    let mut c = common::scaler::client(running.grpc).await;
+    let so = object(
+        "chat",
+        &[
+            ("deployment", "chat".into()),
+            ("threshold", "4".into()),
+            ("scrapeIntervalSeconds", "0.1".into()),
+            ("activatorUrl", act.url()),
+            ("activatorHost", "chat".into()),
+            ("serveMode", "true".into()),
+            ("service", "chat".into()),
+            // Nothing answers here: the activator is never seen through the Service.
+            (
+                "serviceUrl",
+                format!("http://127.0.0.1:{}", common::scaler::free_port()),
+            ),
+            ("activatorPort", "8080".into()),
+            ("serveModeSettleSeconds", "0.2".into()),
+        ],
+    );
+    let within = |what: &'static str, ok: &dyn Fn() -> bool| {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !ok() {
+            assert!(Instant::now() < end, "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Busy with a Ready pod: the slice left behind goes once the settle has passed.
+    common::scaler::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+    within("the stale slice removed", &|| !slices.ours("chat"));
+    // Idle: the activator's slice comes back, but no activator answers through the Service, so
+    // the target stays active (KEDA keeps the last replica).
+    busy.set(Behaviour::Page(vllm_running(0)));
+    within("the slice written", &|| slices.ours("chat"));
+    let written = slices
+        .of_service("chat")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "chat-infscale")
+        .expect("infscale's slice");
+    assert_eq!(written["ports"][0]["port"], 8080, "{written}");
+    assert_eq!(
+        written["endpoints"][0]["addresses"][0], "127.0.0.3",
+        "the activator's address: {written}"
+    );
+    assert_eq!(written["metadata"]["ownerReferences"][0]["kind"], "Service");
+    for _ in 0..10 {
+        let active = c.is_active(so.clone()).await.map(|r| r.into_inner().result);
+        assert_eq!(active.ok(), Some(true), "idle before the activator answers");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(running);
+    // What serve mode adds to the scaler's RBAC is what it called: no more, no less.
+    let called = kube.rbac();
+    let opt_in = granted("manifests/scaler/rbac-serve-mode.yaml");
+    let base = granted("manifests/scaler/rbac.yaml");
+    assert!(
+        called
+            .iter()
+            .all(|r| base.contains(r) || opt_in.contains(r)),
+        "serve called what no manifest grants: {called:?}"
+    );
+    let added: BTreeSet<Rule> = called.difference(&base).cloned().collect();
+    assert_eq!(
+        added, opt_in,
+        "manifests/scaler/rbac-serve-mode.yaml against the calls"
+    );
+    for d in docs("manifests/scaler/rbac-serve-mode.yaml") {
+        assert!(
+            !matches!(
+                d["kind"].as_str(),
+                Some("ClusterRole" | "ClusterRoleBinding")
+            ),
+            "serve mode's RBAC is namespaced only"
+        );
+    }
 }
