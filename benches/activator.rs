@@ -41,6 +41,9 @@ async fn measure(env: &[(&str, &str)], send: bool) -> (f64, f64) {
             "600",
             "--max-connections",
             "20000",
+            // Every held request comes from 127.0.0.1: one client address.
+            "--max-connections-per-client",
+            "20000",
             "--listen",
             &format!("127.0.0.1:{listen}"),
             "--admin-listen",

@@ -189,7 +189,7 @@ fn deletion_cost_adds_only_patch_on_pods_in_a_namespace() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_mode_writes_only_its_slice_and_adds_exactly_its_rbac() {
+async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactly_its_rbac() {
     use common::cluster::{api, Slices};
     use common::pods::{pod, vllm_running, Behaviour};
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -241,6 +241,21 @@ async fn serve_mode_writes_only_its_slice_and_adds_exactly_its_rbac() {
             std::thread::sleep(Duration::from_millis(20));
         }
     };
+    // The API cannot write: idle, the target stays active (the activator is not in the path).
+    slices.refuse_writes(true);
+    common::scaler::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+    busy.set(Behaviour::Page(vllm_running(0)));
+    for _ in 0..10 {
+        let active = c.is_active(so.clone()).await.map(|r| r.into_inner().result);
+        assert_eq!(
+            active.ok(),
+            Some(true),
+            "idle while the slice cannot be written"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    slices.refuse_writes(false);
+    busy.set(Behaviour::Page(vllm_running(5)));
     // Busy with a Ready pod: the slice left behind goes once the settle has passed.
     common::scaler::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
     within("the stale slice removed", &|| !slices.ours("chat"));

@@ -140,6 +140,22 @@ async fn send(http: &reqwest::Client, service: SocketAddr, seq: u64) -> Result<(
     }
 }
 
+/// The activator's `infscale_activator_forwarded_total` for route `chat`, from its `/metrics`.
+async fn forwarded(http: &reqwest::Client, admin: SocketAddr) -> f64 {
+    let page = http
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .expect("the activator's /metrics")
+        .text()
+        .await
+        .expect("a page");
+    page.lines()
+        .find(|l| l.starts_with("infscale_activator_forwarded_total{") && l.contains("\"chat\""))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 async fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
     let end = Instant::now() + within;
     while !ok() {
@@ -304,7 +320,11 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
         )
         .await;
         let steady_from = next.load(Ordering::SeqCst) + 4;
+        // The activator's own count of forwarded requests, from the first steady request on.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let forwarded_before = forwarded(&http, admin).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
+        let forwarded_after = forwarded(&http, admin).await;
         stop_load.store(1, Ordering::SeqCst);
         for w in workers {
             for e in w.await.unwrap() {
@@ -325,6 +345,10 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
             "cycle {cycle}: only {} steady requests",
             steady.len()
         );
+        assert_eq!(
+            forwarded_before, forwarded_after,
+            "cycle {cycle}: the activator forwarded under steady load"
+        );
         assert!(
             steady.iter().all(|(_, via)| !via),
             "cycle {cycle}: under steady load requests went through the activator: {steady:?}"
@@ -336,5 +360,6 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
         failures.len()
     );
     assert_eq!(held_served, 200);
+    eprintln!("{seq} requests through the Service, none lost; 200 of them held at zero");
     assert!(zeros.load(Ordering::SeqCst) >= 20);
 }

@@ -8,7 +8,9 @@
 //! scrape has arrived wakes the target within milliseconds. The core's rules decide what may be
 //! said: a replica that could not be read keeps the target active, never idle; a release is not
 //! read as idle before a scrape that began after it; with nothing known, the answer is an error,
-//! never zero.
+//! never zero. In serve mode each evaluation also decides the activator's place in the model
+//! Service's path ([`crate::scaling::path`]), and `IsActive` says idle only once the path task
+//! has seen the activator answering there.
 
 use super::activator::Counts;
 use super::activators;
@@ -197,7 +199,11 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             }
             alive = answering_changed => {
                 if !alive {
-                    return;
+                    // The path task ended: the activator is never seen answering again, and the
+                    // target never goes idle.
+                    if let Some(p) = path.as_mut() {
+                        p.handle = None;
+                    }
                 }
                 // The activator now answers through the Service (or no longer): `IsActive` may
                 // change.

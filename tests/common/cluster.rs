@@ -25,13 +25,22 @@ struct Store {
 
 /// The EndpointSlices of one namespace.
 #[derive(Clone, Default)]
-pub struct Slices(Arc<(Mutex<Store>, Condvar)>);
+pub struct Slices(
+    Arc<(Mutex<Store>, Condvar)>,
+    Arc<std::sync::atomic::AtomicBool>,
+);
 
 fn service_of(slice: &serde_json::Value) -> Option<&str> {
     slice["metadata"]["labels"][SERVICE_NAME].as_str()
 }
 
 impl Slices {
+    /// From now on the API answers every write 500 (an API server that cannot write: etcd
+    /// down), or again writes.
+    pub fn refuse_writes(&self, refuse: bool) {
+        self.1.store(refuse, Ordering::SeqCst);
+    }
+
     /// Creates or replaces a slice (by its name).
     pub fn put(&self, mut slice: serde_json::Value) {
         let (lock, changed) = &*self.0;
@@ -260,6 +269,16 @@ pub fn api(service: &'static str, slices: Slices) -> Api {
                     "items": items}),
                 );
             } else if let Some(name) = path.strip_prefix(&format!("{base}/")) {
+                if slices.1.load(Ordering::SeqCst) {
+                    json(
+                        &mut stream,
+                        500,
+                        serde_json::json!({"kind": "Status",
+                        "apiVersion": "v1", "status": "Failure", "reason": "InternalError",
+                        "code": 500, "message": "etcdserver: request timed out"}),
+                    );
+                    return;
+                }
                 match head.method.as_str() {
                     "PATCH" => match serde_json::from_slice::<serde_json::Value>(&head.body) {
                         Ok(mut slice) if slice["metadata"]["name"] == name => {
