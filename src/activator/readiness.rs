@@ -217,7 +217,7 @@ fn ready_endpoints(
 }
 
 /// An endpoint with no readiness condition is ready (the API's own rule).
-fn endpoint_ready(e: &k8s_openapi::api::discovery::v1::Endpoint) -> bool {
+pub fn endpoint_ready(e: &k8s_openapi::api::discovery::v1::Endpoint) -> bool {
     e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
 }
 

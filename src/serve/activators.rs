@@ -307,14 +307,14 @@ const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 
 /// Whether the EndpointSlice controller wrote this slice for Service `service` (the watch asks
 /// for these only; checked again here, whatever the API answered).
-fn managed_for(slice: &EndpointSlice, service: &str) -> bool {
+pub(crate) fn managed_for(slice: &EndpointSlice, service: &str) -> bool {
     let labels = slice.metadata.labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
     label(SERVICE_NAME) == Some(service) && label(MANAGED_BY) == Some(CONTROLLER)
 }
 
 /// An endpoint's address as a URL host, if it is an IP address of the slice's type.
-fn ip_host(address: &str, address_type: &str) -> Option<String> {
+pub(crate) fn ip_host(address: &str, address_type: &str) -> Option<String> {
     match (address.parse::<std::net::IpAddr>().ok()?, address_type) {
         (ip @ std::net::IpAddr::V4(_), "IPv4") => Some(ip.to_string()),
         (ip @ std::net::IpAddr::V6(_), "IPv6") => Some(format!("[{ip}]")),
@@ -345,8 +345,7 @@ fn ready_urls(
             .and_then(|p| p.port)
             .map_or(service_port, |p| p as u16);
         for e in slice.endpoints.iter().flatten() {
-            let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-            if !ready {
+            if !crate::activator::readiness::endpoint_ready(e) {
                 continue;
             }
             for address in &e.addresses {

@@ -10,9 +10,10 @@
 //! slice already gone is no error. It is written only in the ScaledObject's namespace, for the
 //! Service the trigger names.
 
-use super::activators::Members;
+use super::activators::{ip_host, managed_for, Members};
 use super::metadata::ServeMode;
 use super::path::PathWriter;
+use crate::activator::readiness::endpoint_ready;
 use crate::activator::routes::SLICE_MANAGED_BY;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Service;
@@ -24,9 +25,6 @@ use std::collections::BTreeMap;
 
 /// The field manager of infscale's writes.
 const MANAGER: &str = "infscale";
-
-/// The label the EndpointSlice controller puts on the slices it manages.
-const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 
 /// The name of infscale's slice for a Service.
 pub fn slice_name(service: &str) -> String {
@@ -184,20 +182,18 @@ async fn activator_addresses(
                 .map_err(|e| {
                     format!("listing the activator Service {name}'s EndpointSlices: {e}")
                 })?;
-            for slice in list.items {
-                let managed = slice
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("endpointslice.kubernetes.io/managed-by"))
-                    .is_some_and(|v| v == CONTROLLER);
-                if !managed || slice.address_type != "IPv4" {
+            // As `serve` follows them: the controller's slices for the Service, IP addresses.
+            for slice in list.items.iter().filter(|s| managed_for(s, name)) {
+                if slice.address_type != "IPv4" {
                     continue;
                 }
-                for e in slice.endpoints.iter().flatten() {
-                    if e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
-                        out.extend(e.addresses.iter().cloned());
-                    }
+                for e in slice
+                    .endpoints
+                    .iter()
+                    .flatten()
+                    .filter(|e| endpoint_ready(e))
+                {
+                    out.extend(e.addresses.iter().filter_map(|a| ip_host(a, "IPv4")));
                 }
             }
         }
@@ -205,4 +201,69 @@ async fn activator_addresses(
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
+
+    #[test]
+    fn the_slice_names_every_activator_under_every_service_port() {
+        let mode = ServeMode {
+            namespace: "llm".into(),
+            service: "chat".into(),
+            url: None,
+            activator_port: 8080,
+            settle_s: 30.0,
+        };
+        let port = |name: &str, port: i32| ServicePort {
+            name: Some(name.into()),
+            port,
+            ..ServicePort::default()
+        };
+        let service = Service {
+            metadata: ObjectMeta {
+                name: Some("chat".into()),
+                uid: Some("u-1".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(ServiceSpec {
+                ports: Some(vec![port("http", 8000), port("metrics", 9000)]),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        };
+        let addresses = ["10.0.0.7".to_owned(), "10.0.0.8".to_owned()];
+        let s = slice_for(&mode, &service, &addresses);
+        let labels = s.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels["kubernetes.io/service-name"], "chat");
+        assert_eq!(labels[SLICE_MANAGED_BY.0], SLICE_MANAGED_BY.1);
+        assert_eq!(s.metadata.name.as_deref(), Some("chat-infscale"));
+        let owner = &s.metadata.owner_references.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Service", "u-1")
+        );
+        let ports: Vec<(Option<String>, Option<i32>)> = s
+            .ports
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| (p.name, p.port))
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                (Some("http".into()), Some(8080)),
+                (Some("metrics".into()), Some(8080))
+            ]
+        );
+        let endpoints = s.endpoints.unwrap_or_default();
+        assert_eq!(endpoints.len(), 2);
+        assert!(endpoints
+            .iter()
+            .all(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true)));
+        assert_eq!(endpoints[1].addresses, ["10.0.0.8"]);
+    }
 }
