@@ -8,9 +8,10 @@
 //! that the activator answers itself, on a fresh connection each time, until one lands on an
 //! activator. Only then is the activator "answering", and only then may `IsActive` say idle.
 //! While it is not wanted, it is taken out. Each state is written again every
-//! [`RESYNC`] (a slice someone deleted comes back; one a crashed scaler left goes), and a failed
-//! write is retried every [`RETRY`]; a write that fails leaves the activator not answering, so
-//! the target stays active rather than go to zero with the Service pointing nowhere.
+//! [`RESYNC`] (a slice someone deleted comes back; one a crashed scaler left goes). A failed
+//! write, or a probe no activator answered, is tried again every [`RETRY`] (the probe alone
+//! while the write is fresh); a write that fails leaves the activator not answering, so the
+//! target stays active rather than go to zero with the Service pointing nowhere.
 
 use super::AbortOnDrop;
 use crate::activator::proxy::{ACTIVATOR_HEADER, PROBE_HEADER};
@@ -104,10 +105,26 @@ async fn run(
             return;
         }
     };
+    // The last state written, when, and the URL to probe through: a slice written lately is not
+    // written again while only the probe is retried.
+    let mut written: Option<(bool, tokio::time::Instant, Option<String>)> = None;
     loop {
         let in_path = *want.borrow_and_update();
+        let fresh = written
+            .as_ref()
+            .filter(|(w, at, _)| *w == in_path && at.elapsed() < RESYNC)
+            .map(|(_, _, url)| url.clone());
         let settled = if in_path {
-            match writer.write(&mode, activator.as_ref(), true).await {
+            let wrote = match fresh {
+                Some(url) => Ok(url),
+                None => writer
+                    .write(&mode, activator.as_ref(), true)
+                    .await
+                    .inspect(|url| {
+                        written = Some((true, tokio::time::Instant::now(), url.clone()))
+                    }),
+            };
+            match wrote {
                 Ok(url) => {
                     let url = url.or_else(|| mode.url.clone());
                     let seen = match &url {
@@ -122,6 +139,7 @@ async fn run(
                 }
                 Err(e) => {
                     tracing::warn!(service = %mode.service, error = %e, "serve mode: cannot put the activator in the Service's path");
+                    written = None;
                     answering.send_replace(false);
                     false
                 }
@@ -129,9 +147,13 @@ async fn run(
         } else {
             answering.send_replace(false);
             match writer.write(&mode, activator.as_ref(), false).await {
-                Ok(_) => true,
+                Ok(_) => {
+                    written = Some((false, tokio::time::Instant::now(), None));
+                    true
+                }
                 Err(e) => {
                     tracing::warn!(service = %mode.service, error = %e, "serve mode: cannot take the activator out of the Service's path");
+                    written = None;
                     false
                 }
             }
