@@ -30,14 +30,36 @@ struct Pod {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// A model pod on `addr`: each completion takes 80 to 140 ms; its vLLM page shows what runs.
+/// A model pod on `addr`, an event loop as vLLM's server is (one thread accepts and reads every
+/// connection, on a runtime of its own): each completion takes 80 to 140 ms; its vLLM page
+/// shows what runs.
 async fn start_pod(addr: SocketAddr, seen: Arc<Seen>) -> Pod {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (bound_tx, bound) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(serve_pod(addr, seen, stopped, bound_tx));
+    });
+    let _ = bound.await;
+    Pod { stop, task }
+}
+
+async fn serve_pod(
+    addr: SocketAddr,
+    seen: Arc<Seen>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+    bound: tokio::sync::oneshot::Sender<()>,
+) {
     let listener = loop {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => break l,
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     };
+    let _ = bound.send(());
     let page = seen.clone();
     let app = axum::Router::new()
         .route(
@@ -66,15 +88,11 @@ async fn start_pod(addr: SocketAddr, seen: Arc<Seen>) -> Pod {
                 async move { common::pods::vllm_running(n) }
             }),
         );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    Pod { stop, task }
+    let _ = axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = stopped.await;
+        })
+        .await;
 }
 
 /// KEDA and the Deployment: on `IsActive` true at zero, a pod Ready 300 ms later (a cold start)
@@ -257,17 +275,15 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
             || replicas.load(Ordering::SeqCst) == 0 && slices.ours("chat"),
         )
         .await;
-        // Ten requests at zero, 20 ms apart: held, then served after the wake, in order.
+        // Ten requests at zero, each sent once the one before is held (so their arrival order is
+        // known): held, then served after the wake, in that order.
         let first = seq;
-        let sends: Vec<_> = (0..10u64)
-            .map(|i| {
-                let (http, n) = (http.clone(), first + i);
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(20 * i)).await;
-                    send(&http, service, n).await
-                })
-            })
-            .collect();
+        let mut sends = Vec::new();
+        for i in 0..10u64 {
+            let (http, n) = (http.clone(), first + i);
+            sends.push(tokio::spawn(async move { send(&http, service, n).await }));
+            common::model::wait_held(admin, i + 1).await;
+        }
         seq += 10;
         for s in sends {
             if let Err(e) = s.await.unwrap() {
