@@ -190,7 +190,7 @@ fn deletion_cost_adds_only_patch_on_pods_in_a_namespace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactly_its_rbac() {
-    use common::cluster::{api, Slices};
+    use common::cluster::{api, Slices, ADMIN_SERVICE};
     use common::pods::{pod, vllm_running, Behaviour};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let slices = Slices::default();
@@ -203,12 +203,13 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
         "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]}),
     );
-    let kube = api("chat", slices.clone());
+    let kube = api(slices.clone());
     let busy = pod("127.0.0.2:0", Behaviour::Page(vllm_running(5)));
+    // The activator as the manifests find it: the ready pods of its admin Service.
     let act = activator_on("chat", "127.0.0.3:0");
+    slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
     let running = common::scaler::start(infscale::serve::server::Config {
         statics: std::collections::HashMap::from([("chat".to_owned(), vec![busy.url()])]),
-        allowed_activators: vec![act.url()],
         kube_api: Some(kube.server.url("")),
         use_kube: true,
         ..common::scaler::config()
@@ -221,7 +222,10 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
             ("deployment", "chat".into()),
             ("threshold", "4".into()),
             ("scrapeIntervalSeconds", "0.1".into()),
-            ("activatorUrl", act.url()),
+            (
+                "activatorUrl",
+                format!("http://{ADMIN_SERVICE}.llm.svc:9092"),
+            ),
             ("activatorHost", "chat".into()),
             ("serveMode", "true".into()),
             ("service", "chat".into()),

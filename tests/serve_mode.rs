@@ -189,7 +189,7 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
         .with_test_writer()
         .try_init();
     let slices = Slices::default();
-    let kube = api("chat", slices.clone());
+    let kube = api(slices.clone());
     let service = kube_proxy(slices.clone(), "chat").await;
     let pod_addr = {
         let l = std::net::TcpListener::bind("127.0.0.2:0").unwrap();

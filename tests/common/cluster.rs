@@ -13,6 +13,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
+
+/// The activator's admin Service, as the manifests name it.
+pub const ADMIN_SERVICE: &str = "infscale-activator-admin";
 const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
 
 #[derive(Default)]
@@ -94,6 +97,11 @@ impl Slices {
 
     /// The EndpointSlice controller's slice of `service`: its Ready pods at port `http`.
     pub fn controller(&self, service: &str, pods: &[SocketAddr]) {
+        self.controller_port(service, "http", pods);
+    }
+
+    /// The EndpointSlice controller's slice of `service`: its Ready pods at port `port_name`.
+    pub fn controller_port(&self, service: &str, port_name: &str, pods: &[SocketAddr]) {
         let endpoints: Vec<serde_json::Value> = pods
             .iter()
             .map(|p| serde_json::json!({"addresses": [p.ip().to_string()], "conditions": {"ready": true}}))
@@ -104,7 +112,7 @@ impl Slices {
             "metadata": {"name": format!("{service}-ctrl"), "namespace": "llm",
                 "labels": {SERVICE_NAME: service, MANAGED_BY: "endpointslice-controller.k8s.io"}},
             "addressType": "IPv4",
-            "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+            "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
             "endpoints": endpoints}),
         );
     }
@@ -179,13 +187,14 @@ impl Api {
     }
 }
 
-/// Serves Service `service` in namespace `llm` and the namespace's EndpointSlices (several
-/// stand-ins may share `slices`, each keeping its own callers' calls).
-pub fn api(service: &'static str, slices: Slices) -> Api {
+/// Serves the Services of namespace `llm` (any name: port `http` 80, and, for `ADMIN_SERVICE`,
+/// port `admin` 9092) and the namespace's EndpointSlices (several stand-ins may share `slices`,
+/// each keeping its own callers' calls).
+pub fn api(slices: Slices) -> Api {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let log = calls.clone();
     let base = "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices";
-    let service_path = format!("/api/v1/namespaces/llm/services/{service}");
+    let services = "/api/v1/namespaces/llm/services/";
     let server = serve(
         "127.0.0.1:0",
         Duration::from_secs(600),
@@ -210,13 +219,18 @@ pub fn api(service: &'static str, slices: Slices) -> Api {
                     "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
                     "platform": "linux/amd64"}),
                 );
-            } else if path == service_path {
+            } else if let Some(name) = path.strip_prefix(services) {
+                let port = if name == ADMIN_SERVICE {
+                    serde_json::json!({"name": "admin", "port": 9092, "targetPort": "admin"})
+                } else {
+                    serde_json::json!({"name": "http", "port": 80, "targetPort": "http"})
+                };
                 json(
                     &mut stream,
                     200,
                     serde_json::json!({"apiVersion": "v1", "kind": "Service",
-                    "metadata": {"name": service, "namespace": "llm", "uid": "uid-service"},
-                    "spec": {"ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}),
+                    "metadata": {"name": name, "namespace": "llm", "uid": format!("uid-{name}")},
+                    "spec": {"ports": [port]}}),
                 );
             } else if path == base && watch {
                 let from: u64 = query(&head.target, "resourceVersion")
