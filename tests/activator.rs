@@ -7,7 +7,7 @@ use axum::routing::get;
 use common::model::{activator, chat_counts, held, upstream, wait_held};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn client() -> reqwest::Client {
@@ -358,55 +358,10 @@ async fn a_request_the_upstream_refuses_is_held_until_it_is_back() {
     assert_eq!(r.text().await.unwrap(), "served");
 }
 
-/// A threaded upstream: one thread accepts connections in the order they arrive and hands each
-/// to a thread of its own (`connection: close`, so every request comes on a new connection).
-/// `/health` says `ready`; any other request is recorded by its `x-seq` header under the number
-/// of its connection, so the record is the order in which requests reached the server.
-/// (connection number, x-seq) for every recorded request.
-type Arrivals = Arc<Mutex<Vec<(usize, u64)>>>;
-
-fn recording_upstream(ready: Arc<AtomicBool>) -> (SocketAddr, Arrivals) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        // Bounded: the test sends 220 requests and some probes.
-        for (n, stream) in listener.incoming().take(5000).enumerate() {
-            let Ok(mut stream) = stream else { continue };
-            let (ready, record) = (ready.clone(), record.clone());
-            std::thread::spawn(move || {
-                let Some(head) = common::http::read_head(&mut stream) else {
-                    return;
-                };
-                if head.target == "/health" {
-                    let status = if ready.load(Ordering::SeqCst) {
-                        200
-                    } else {
-                        503
-                    };
-                    common::http::respond(&mut stream, status, "text/plain", b"health\n");
-                    return;
-                }
-                let seq = head
-                    .headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("x-seq"))
-                    .and_then(|(_, v)| v.parse().ok());
-                if let Some(seq) = seq {
-                    record.lock().unwrap().push((n, seq));
-                }
-                common::http::respond(&mut stream, 200, "text/plain", b"ok\n");
-            });
-        }
-    });
-    (addr, seen)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn held_requests_reach_the_upstream_in_arrival_order() {
     let ready = Arc::new(AtomicBool::new(false));
-    let (up, seen) = recording_upstream(ready.clone());
+    let (up, seen) = common::http::recording_upstream(ready.clone());
     let a = activator(up, 1000, 30.0).await;
     let c = client();
     let send = |i: u64| {

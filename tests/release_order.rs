@@ -11,11 +11,11 @@ use infscale::activator::limits::Limits;
 use infscale::activator::routes::RouteSpec;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Sequence numbers in the order the upstream's handler saw them.
-type Record = Arc<Mutex<Vec<u64>>>;
+/// (connection number, sequence number) in the order the upstream's handler saw them.
+type Record = common::http::Arrivals;
 
 fn seq_of(headers: &http::HeaderMap) -> Option<u64> {
     headers.get("x-seq")?.to_str().ok()?.parse().ok()
@@ -51,7 +51,7 @@ fn event_loop_upstream(ready: Arc<AtomicBool>) -> (SocketAddr, Record) {
                 )
                 .fallback(move |headers: http::HeaderMap| {
                     if let Some(n) = seq_of(&headers) {
-                        seen.lock().unwrap().push(n);
+                        seen.lock().unwrap().push((0, n));
                     }
                     async { "ok" }
                 });
@@ -59,44 +59,6 @@ fn event_loop_upstream(ready: Arc<AtomicBool>) -> (SocketAddr, Record) {
         });
     });
     (rx.recv().unwrap(), record)
-}
-
-/// A thread per connection, recording when each connection's thread reads its request.
-fn threaded_upstream(ready: Arc<AtomicBool>) -> (SocketAddr, Record) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let record: Record = Arc::default();
-    let seen = record.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(2000) {
-            let Ok(mut stream) = stream else { continue };
-            let (ready, seen) = (ready.clone(), seen.clone());
-            std::thread::spawn(move || {
-                let Some(head) = common::http::read_head(&mut stream) else {
-                    return;
-                };
-                if head.target == "/health" {
-                    let status = if ready.load(Ordering::SeqCst) {
-                        200
-                    } else {
-                        503
-                    };
-                    common::http::respond(&mut stream, status, "text/plain", b"health\n");
-                    return;
-                }
-                let n = head
-                    .headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("x-seq"))
-                    .and_then(|(_, v)| v.parse().ok());
-                if let Some(n) = n {
-                    seen.lock().unwrap().push(n);
-                }
-                common::http::respond(&mut stream, 200, "text/plain", b"ok\n");
-            });
-        }
-    });
-    (addr, record)
 }
 
 /// Warms the activator's pool with `warm` requests while ready, makes the upstream not ready,
@@ -156,7 +118,7 @@ async fn release_order(
         .lock()
         .unwrap()
         .iter()
-        .copied()
+        .map(|(_, n)| *n)
         .filter(|n| *n < held)
         .collect();
     order
@@ -173,7 +135,7 @@ async fn an_event_loop_server_reads_the_held_requests_in_arrival_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thread_per_connection_server_reads_the_held_requests_in_arrival_order() {
     let ready = Arc::new(AtomicBool::new(true));
-    let (up, record) = threaded_upstream(ready.clone());
+    let (up, record) = common::http::recording_upstream(ready.clone());
     let order = release_order(up, ready, record, 60).await;
     assert_eq!(order, (0..60).collect::<Vec<_>>());
 }

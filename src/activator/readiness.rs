@@ -11,14 +11,15 @@
 //! ready): the probe probes at once; the EndpointSlice watch looks at its store again
 //! [`Limits::endpoints_recheck`] later, since endpoints can outlive the process behind them.
 //!
-//! infscale's own slices (the activator in a Service's path, [`SLICE_MANAGED_BY`]) never count:
+//! infscale's own slices (the activator in a Service's path, [`slices::INFSCALE`]) never count:
 //! they point at the activator itself. A `direct` route learns the ready endpoints themselves
 //! (each slice's address at its port, or each probed `endpoints` entry) and sends to them, so it
 //! never forwards to itself through a Service that includes it.
 
 use super::hold::RouteState;
 use super::limits::Limits;
-use super::routes::{Readiness, SLICE_MANAGED_BY};
+use super::routes::Readiness;
+use crate::edge::slices;
 use futures::StreamExt;
 use http_body_util::Empty;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
@@ -166,18 +167,6 @@ async fn follow_given(
     }
 }
 
-/// Whether a slice is one of infscale's own (the activator in a Service's path), which never
-/// counts as a replica.
-fn ours(slice: &EndpointSlice) -> bool {
-    let (key, value) = SLICE_MANAGED_BY;
-    slice
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .is_some_and(|v| v == value)
-}
-
 /// The ready endpoints of the Service's own slices (infscale's left out), each at the slice's
 /// port (`port_name`'s, or its only one), as authorities a `direct` route sends to.
 fn ready_endpoints(
@@ -185,48 +174,23 @@ fn ready_endpoints(
     port_name: Option<&str>,
 ) -> Vec<http::uri::Authority> {
     let mut out = Vec::new();
-    for slice in store.state().iter().filter(|s| !ours(s)) {
-        let ports = slice.ports.as_deref().unwrap_or_default();
-        let port = match port_name {
-            Some(name) => ports.iter().find(|p| p.name.as_deref() == Some(name)),
-            None if ports.len() == 1 => ports.first(),
-            None => None,
-        };
-        let Some(port) = port.and_then(|p| p.port) else {
+    for slice in store.state().iter().filter(|s| !slices::infscales(s)) {
+        let Some(port) = slices::port(slice, port_name) else {
             continue;
         };
-        for e in slice
-            .endpoints
-            .iter()
-            .flatten()
-            .filter(|e| endpoint_ready(e))
-        {
-            for address in &e.addresses {
-                let host = if address.contains(':') {
-                    format!("[{address}]:{port}")
-                } else {
-                    format!("{address}:{port}")
-                };
-                if let Ok(a) = host.parse() {
-                    out.push(a);
-                }
-            }
-        }
+        out.extend(
+            slices::ready_hosts(slice).filter_map(|host| format!("{host}:{port}").parse().ok()),
+        );
     }
     out
-}
-
-/// An endpoint with no readiness condition is ready (the API's own rule).
-pub fn endpoint_ready(e: &k8s_openapi::api::discovery::v1::Endpoint) -> bool {
-    e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
 }
 
 fn any_ready(store: &Store<EndpointSlice>) -> bool {
     store
         .state()
         .iter()
-        .filter(|s| !ours(s))
-        .any(|slice| slice.endpoints.iter().flatten().any(endpoint_ready))
+        .filter(|s| !slices::infscales(s))
+        .any(|slice| slice.endpoints.iter().flatten().any(slices::endpoint_ready))
 }
 
 /// Sets the route's readiness (and a `direct` route's endpoints) from the slices.

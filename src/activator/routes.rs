@@ -115,11 +115,6 @@ impl PartialEq for GivenEndpoints {
 
 impl Eq for GivenEndpoints {}
 
-/// The label infscale's own EndpointSlices carry: the slices that put the activator in a model
-/// Service's path. The activator never counts them as replicas, and never forwards to them.
-pub const SLICE_MANAGED_BY: (&str, &str) =
-    ("endpointslice.kubernetes.io/managed-by", "infscale.io");
-
 /// A checked route.
 #[derive(Debug, Clone)]
 pub struct Route {

@@ -20,6 +20,7 @@ use super::activator::{self, Counts, Source};
 use super::limits::Limits;
 use super::AbortOnDrop;
 use crate::counts::HostCounts;
+use crate::edge::slices::{self, managed_for, CONTROLLER, MANAGED_BY, SERVICE_NAME};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -300,28 +301,6 @@ async fn endpoints(
     }
 }
 
-/// The label naming a slice's Service, the one naming who manages it, and the controller's name.
-const SERVICE_NAME: &str = "kubernetes.io/service-name";
-const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
-const CONTROLLER: &str = "endpointslice-controller.k8s.io";
-
-/// Whether the EndpointSlice controller wrote this slice for Service `service` (the watch asks
-/// for these only; checked again here, whatever the API answered).
-pub(crate) fn managed_for(slice: &EndpointSlice, service: &str) -> bool {
-    let labels = slice.metadata.labels.as_ref();
-    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    label(SERVICE_NAME) == Some(service) && label(MANAGED_BY) == Some(CONTROLLER)
-}
-
-/// An endpoint's address as a URL host, if it is an IP address of the slice's type.
-pub(crate) fn ip_host(address: &str, address_type: &str) -> Option<String> {
-    match (address.parse::<std::net::IpAddr>().ok()?, address_type) {
-        (ip @ std::net::IpAddr::V4(_), "IPv4") => Some(ip.to_string()),
-        (ip @ std::net::IpAddr::V6(_), "IPv6") => Some(format!("[{ip}]")),
-        _ => None,
-    }
-}
-
 /// `scheme://IP:PORT` for every ready endpoint of the controller's slices for `service`, the
 /// port found by the Service port's name (or the only port, or the URL's port); sorted, so the
 /// cap always keeps the same ones.
@@ -337,24 +316,9 @@ fn ready_urls(
         if !managed_for(&slice, service) {
             continue;
         }
-        let ports = slice.ports.clone().unwrap_or_default();
-        let port = ports
-            .iter()
-            .find(|p| p.name.as_deref() == port_name && port_name.is_some())
-            .or_else(|| (ports.len() == 1).then(|| &ports[0]))
-            .and_then(|p| p.port)
-            .map_or(service_port, |p| p as u16);
-        for e in slice.endpoints.iter().flatten() {
-            if !crate::activator::readiness::endpoint_ready(e) {
-                continue;
-            }
-            for address in &e.addresses {
-                // FQDN slices, and anything not an IP address of the slice's type, are skipped.
-                if let Some(host) = ip_host(address, &slice.address_type) {
-                    urls.push(format!("{scheme}://{host}:{port}"));
-                }
-            }
-        }
+        let port = slices::port(&slice, port_name).unwrap_or(service_port);
+        // FQDN slices, and anything not an IP address of the slice's type, are skipped.
+        urls.extend(slices::ready_hosts(&slice).map(|host| format!("{scheme}://{host}:{port}")));
     }
     urls.sort();
     urls.dedup();
@@ -364,22 +328,6 @@ fn ready_urls(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_ip_addresses_of_the_slices_type_are_hosts() {
-        assert_eq!(ip_host("10.0.0.7", "IPv4").as_deref(), Some("10.0.0.7"));
-        assert_eq!(ip_host("fd00::7", "IPv6").as_deref(), Some("[fd00::7]"));
-        for (address, kind) in [
-            ("localhost", "FQDN"),
-            ("10.0.0.7", "FQDN"),
-            ("fd00::7", "IPv4"),
-            ("10.0.0.7", "IPv6"),
-            ("act.example.com", "IPv4"),
-            ("10.0.0.7:80", "IPv4"),
-        ] {
-            assert_eq!(ip_host(address, kind), None, "{address} {kind}");
-        }
-    }
 
     #[test]
     fn failures_are_summarised_within_bounds() {

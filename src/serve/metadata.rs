@@ -278,6 +278,13 @@ fn check_sizes(metadata: &HashMap<String, String>) -> Result<(), MetadataError> 
     Ok(())
 }
 
+fn port(key: &str, v: &str) -> Result<u16, MetadataError> {
+    v.parse::<u16>()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| bad(key, format!("{v:?} is not a port")))
+}
+
 fn seconds(key: &str, v: &str, min: f64, max: f64) -> Result<f64, MetadataError> {
     let x: f64 = v
         .trim()
@@ -346,12 +353,7 @@ impl TargetSpec {
         let server: ServerChoice = value("server")
             .parse()
             .map_err(|e: String| bad("server", e))?;
-        let port = value("metricsPort");
-        let metrics_port = port
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| bad("metricsPort", format!("{port:?} is not a port")))?;
+        let metrics_port = port("metricsPort", value("metricsPort"))?;
         let metrics_path =
             address::metrics_path(value("metricsPath")).map_err(|e| bad("metricsPath", e))?;
         let metrics_scheme = value("metricsScheme").to_owned();
@@ -427,12 +429,7 @@ impl TargetSpec {
                 let url = get("serviceUrl")
                     .map(|u| address::service_url(u).map_err(|e| bad("serviceUrl", e)))
                     .transpose()?;
-                let port = value("activatorPort");
-                let activator_port = port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p > 0)
-                    .ok_or_else(|| bad("activatorPort", format!("{port:?} is not a port")))?;
+                let activator_port = port("activatorPort", value("activatorPort"))?;
                 Some(ServeMode {
                     namespace: namespace.clone(),
                     service,

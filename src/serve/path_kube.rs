@@ -10,11 +10,10 @@
 //! slice already gone is no error. It is written only in the ScaledObject's namespace, for the
 //! Service the trigger names.
 
-use super::activators::{ip_host, managed_for, Members};
+use super::activators::Members;
 use super::metadata::ServeMode;
 use super::path::PathWriter;
-use crate::activator::readiness::endpoint_ready;
-use crate::activator::routes::SLICE_MANAGED_BY;
+use crate::edge::slices::{self, managed_for, INFSCALE, MANAGED_BY, SERVICE_NAME};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
@@ -86,13 +85,9 @@ impl PathWriter for KubePaths {
 
 /// The slice that adds `addresses` (the activator pods) to `service`.
 pub fn slice_for(mode: &ServeMode, service: &Service, addresses: &[String]) -> EndpointSlice {
-    let (key, value) = SLICE_MANAGED_BY;
     let labels = BTreeMap::from([
-        (
-            "kubernetes.io/service-name".to_owned(),
-            mode.service.clone(),
-        ),
-        (key.to_owned(), value.to_owned()),
+        (SERVICE_NAME.to_owned(), mode.service.clone()),
+        (MANAGED_BY.to_owned(), INFSCALE.to_owned()),
         (
             "app.kubernetes.io/managed-by".to_owned(),
             "infscale".to_owned(),
@@ -177,23 +172,15 @@ async fn activator_addresses(
         }) => {
             let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
             let list = api
-                .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={name}")))
+                .list(&ListParams::default().labels(&format!("{SERVICE_NAME}={name}")))
                 .await
                 .map_err(|e| {
                     format!("listing the activator Service {name}'s EndpointSlices: {e}")
                 })?;
             // As `serve` follows them: the controller's slices for the Service, IP addresses.
             for slice in list.items.iter().filter(|s| managed_for(s, name)) {
-                if slice.address_type != "IPv4" {
-                    continue;
-                }
-                for e in slice
-                    .endpoints
-                    .iter()
-                    .flatten()
-                    .filter(|e| endpoint_ready(e))
-                {
-                    out.extend(e.addresses.iter().filter_map(|a| ip_host(a, "IPv4")));
+                if slice.address_type == "IPv4" {
+                    out.extend(slices::ready_hosts(slice));
                 }
             }
         }
@@ -237,8 +224,8 @@ mod tests {
         let addresses = ["10.0.0.7".to_owned(), "10.0.0.8".to_owned()];
         let s = slice_for(&mode, &service, &addresses);
         let labels = s.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels["kubernetes.io/service-name"], "chat");
-        assert_eq!(labels[SLICE_MANAGED_BY.0], SLICE_MANAGED_BY.1);
+        assert_eq!(labels[SERVICE_NAME], "chat");
+        assert_eq!(labels[MANAGED_BY], INFSCALE);
         assert_eq!(s.metadata.name.as_deref(), Some("chat-infscale"));
         let owner = &s.metadata.owner_references.clone().unwrap_or_default()[0];
         assert_eq!(

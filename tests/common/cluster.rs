@@ -3,7 +3,7 @@
 //! EndpointSlice controller's slice of the model's Ready pods, and a kube-proxy that routes each
 //! connection to a ready endpoint of the Service's slices, infscale's own included.
 
-use super::http::{json, serve, Server};
+use super::http::{json, kube_not_found, kube_version, serve, Server};
 use super::kube_recorder::Call;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -211,14 +211,7 @@ pub fn api(slices: Slices) -> Api {
             let wanted =
                 |v: &serde_json::Value| only.as_deref().is_none_or(|s| service_of(v) == Some(s));
             if path == "/version" {
-                json(
-                    &mut stream,
-                    200,
-                    serde_json::json!({"major": "1", "minor": "33",
-                    "gitVersion": "v1.33.0", "gitCommit": "0", "gitTreeState": "clean",
-                    "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
-                    "platform": "linux/amd64"}),
-                );
+                kube_version(&mut stream);
             } else if let Some(name) = path.strip_prefix(services) {
                 let port = if name == ADMIN_SERVICE {
                     serde_json::json!({"name": "admin", "port": 9092, "targetPort": "admin"})
@@ -314,22 +307,10 @@ pub fn api(slices: Slices) -> Api {
                         serde_json::json!({
                         "kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
                     ),
-                    _ => json(
-                        &mut stream,
-                        404,
-                        serde_json::json!({"kind": "Status",
-                        "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
-                        "code": 404, "message": format!("{name} not found")}),
-                    ),
+                    _ => kube_not_found(&mut stream, name),
                 }
             } else {
-                json(
-                    &mut stream,
-                    404,
-                    serde_json::json!({"kind": "Status", "apiVersion": "v1",
-                    "status": "Failure", "reason": "NotFound", "code": 404,
-                    "message": format!("{path} not found")}),
-                );
+                kube_not_found(&mut stream, &path);
             }
         },
     );

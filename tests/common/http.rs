@@ -142,3 +142,70 @@ where
     });
     Server { addr, stop }
 }
+
+/// (connection number, `x-seq`) for every request a recording upstream recorded, in the order
+/// each connection's thread read its request.
+pub type Arrivals = Arc<std::sync::Mutex<Vec<(usize, u64)>>>;
+
+/// A thread-per-connection upstream (as llama.cpp's server is): one thread accepts connections
+/// in the order they arrive and hands each to a thread of its own (`connection: close`, so every
+/// request comes on a new connection). `/health` says `ready`; any other request is recorded by
+/// its `x-seq` header with the number of its connection, when its thread reads it.
+pub fn recording_upstream(ready: Arc<AtomicBool>) -> (SocketAddr, Arrivals) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let addr = listener.local_addr().expect("addr");
+    let seen: Arrivals = Arc::default();
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        // Bounded: the tests send a few hundred requests and some probes.
+        for (n, stream) in listener.incoming().take(5000).enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let (ready, record) = (ready.clone(), record.clone());
+            std::thread::spawn(move || {
+                let Some(head) = read_head(&mut stream) else {
+                    return;
+                };
+                if head.target == "/health" {
+                    let status = if ready.load(Ordering::SeqCst) {
+                        200
+                    } else {
+                        503
+                    };
+                    respond(&mut stream, status, "text/plain", b"health\n");
+                    return;
+                }
+                let seq = head
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("x-seq"))
+                    .and_then(|(_, v)| v.parse().ok());
+                if let Some(seq) = seq {
+                    record.lock().unwrap().push((n, seq));
+                }
+                respond(&mut stream, 200, "text/plain", b"ok\n");
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// A Kubernetes API stand-in's `/version` answer.
+pub fn kube_version(stream: &mut TcpStream) {
+    json(
+        stream,
+        200,
+        serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0",
+            "gitCommit": "0", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"}),
+    );
+}
+
+/// A Kubernetes API stand-in's 404 Status for `what`.
+pub fn kube_not_found(stream: &mut TcpStream, what: &str) {
+    json(
+        stream,
+        404,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "reason": "NotFound", "code": 404, "message": format!("{what} not found")}),
+    );
+}

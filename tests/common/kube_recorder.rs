@@ -3,7 +3,7 @@
 //! namespace's pods the code read and scraped, and which verbs on which resources it used (to
 //! hold the manifests' RBAC to exactly that).
 
-use super::http::{hold_watch, json, serve, Server};
+use super::http::{hold_watch, json, kube_not_found, kube_version, serve, Server};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -105,14 +105,7 @@ pub fn recorder(llm_ip: &'static str, other_ip: &'static str, admin_port: u16) -
             if watch {
                 hold_watch(&mut stream, &stop);
             } else if path == "/version" {
-                json(
-                    &mut stream,
-                    200,
-                    serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0",
-                        "gitCommit": "0", "gitTreeState": "clean",
-                        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
-                        "compiler": "gc", "platform": "linux/amd64"}),
-                );
+                kube_version(&mut stream);
             } else if path == "/api/v1/pods" {
                 let mut items = pods_of("llm");
                 items.extend(pods_of("other"));
@@ -169,13 +162,7 @@ pub fn recorder(llm_ip: &'static str, other_ip: &'static str, admin_port: u16) -
                                            "conditions": {"ready": true}}]}]}),
                 );
             } else {
-                json(
-                    &mut stream,
-                    404,
-                    serde_json::json!({"kind": "Status", "apiVersion": "v1",
-                        "status": "Failure", "reason": "NotFound", "code": 404,
-                        "message": format!("{path} not found")}),
-                );
+                kube_not_found(&mut stream, path);
             }
         },
     );

@@ -1,7 +1,7 @@
 //! A stand-in Kubernetes API: the Deployment read and the pod list and watch that kube makes,
 //! with pods whose IPs are loopback addresses.
 
-use super::http::{hold_watch, json, respond, serve, Server};
+use super::http::{hold_watch, json, kube_not_found, kube_version, respond, serve, Server};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -125,14 +125,7 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
             let path = head.target.split('?').next().unwrap_or_default().to_owned();
             let watch = head.target.contains("watch=true");
             if path == "/version" {
-                json(
-                    &mut stream,
-                    200,
-                    serde_json::json!({"major": "1", "minor": "33",
-                "gitVersion": "v1.33.0", "gitCommit": "0", "gitTreeState": "clean",
-                "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
-                "platform": "linux/amd64"}),
-                );
+                kube_version(&mut stream);
             } else if path == deployment {
                 let n = *scale.lock().unwrap();
                 json(
@@ -267,13 +260,7 @@ pub fn kube_api(ns: &'static str, app: &'static str, pods: Vec<FakePod>) -> Kube
                     None => respond(&mut stream, 503, "text/plain", b"pod unreachable\n"),
                 }
             } else {
-                json(
-                    &mut stream,
-                    404,
-                    serde_json::json!({"kind": "Status", "apiVersion": "v1",
-                "status": "Failure", "reason": "NotFound", "code": 404,
-                "message": format!("{path} not found")}),
-                );
+                kube_not_found(&mut stream, &path);
             }
         },
     );

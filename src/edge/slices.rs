@@ -1,0 +1,89 @@
+//! Reading EndpointSlices one way everywhere: the scaler following the activator's pods, the
+//! activator following a model's pods, and serve mode listing the activator pods it puts in a
+//! model's path all read who manages a slice, which endpoints are ready, their addresses and
+//! their port through these.
+
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+
+/// The label naming a slice's Service.
+pub const SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// The label naming who manages a slice.
+pub const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+/// The EndpointSlice controller's name, on the slices it writes for a Service's pods.
+pub const CONTROLLER: &str = "endpointslice-controller.k8s.io";
+/// infscale's name, on the slices that put the activator in a model Service's path (serve
+/// mode). They are never counted as replicas, and the activator never forwards to them.
+pub const INFSCALE: &str = "infscale.io";
+
+fn label<'a>(slice: &'a EndpointSlice, key: &str) -> Option<&'a str> {
+    slice.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Whether the EndpointSlice controller wrote this slice for Service `service` (a watch may ask
+/// for these only; checked again, whatever the API answered).
+pub fn managed_for(slice: &EndpointSlice, service: &str) -> bool {
+    label(slice, SERVICE_NAME) == Some(service) && label(slice, MANAGED_BY) == Some(CONTROLLER)
+}
+
+/// Whether the slice is one of infscale's own.
+pub fn infscales(slice: &EndpointSlice) -> bool {
+    label(slice, MANAGED_BY) == Some(INFSCALE)
+}
+
+/// An endpoint with no readiness condition is ready (the API's own rule).
+pub fn endpoint_ready(e: &Endpoint) -> bool {
+    e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true)
+}
+
+/// An endpoint's address as a URL host, if it is an IP address of the slice's type (an FQDN
+/// would send the reader wherever a name resolves).
+pub fn ip_host(address: &str, address_type: &str) -> Option<String> {
+    match (address.parse::<std::net::IpAddr>().ok()?, address_type) {
+        (ip @ std::net::IpAddr::V4(_), "IPv4") => Some(ip.to_string()),
+        (ip @ std::net::IpAddr::V6(_), "IPv6") => Some(format!("[{ip}]")),
+        _ => None,
+    }
+}
+
+/// The hosts of the slice's ready endpoints ([`ip_host`]).
+pub fn ready_hosts(slice: &EndpointSlice) -> impl Iterator<Item = String> + '_ {
+    slice
+        .endpoints
+        .iter()
+        .flatten()
+        .filter(|e| endpoint_ready(e))
+        .flat_map(|e| &e.addresses)
+        .filter_map(|a| ip_host(a, &slice.address_type))
+}
+
+/// The slice's port named `name`, or its only port.
+pub fn port(slice: &EndpointSlice, name: Option<&str>) -> Option<u16> {
+    let ports = slice.ports.as_deref().unwrap_or_default();
+    ports
+        .iter()
+        .find(|p| name.is_some() && p.name.as_deref() == name)
+        .or_else(|| (ports.len() == 1).then(|| &ports[0]))
+        .and_then(|p| p.port)
+        .and_then(|p| u16::try_from(p).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ip_addresses_of_the_slices_type_are_hosts() {
+        assert_eq!(ip_host("10.0.0.7", "IPv4").as_deref(), Some("10.0.0.7"));
+        assert_eq!(ip_host("fd00::7", "IPv6").as_deref(), Some("[fd00::7]"));
+        for (address, kind) in [
+            ("localhost", "FQDN"),
+            ("10.0.0.7", "FQDN"),
+            ("fd00::7", "IPv4"),
+            ("10.0.0.7", "IPv6"),
+            ("act.example.com", "IPv4"),
+            ("10.0.0.7:80", "IPv4"),
+        ] {
+            assert_eq!(ip_host(address, kind), None, "{address} {kind}");
+        }
+    }
+}
