@@ -5,6 +5,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto proto
 COPY src src
+COPY crates crates
 COPY benches benches
 COPY fixtures fixtures
 RUN cargo build --release --locked --bin infscale \

@@ -36,14 +36,11 @@
 
 pub mod activator;
 pub mod cli;
-pub mod counts;
 pub mod demo;
 pub mod edge;
 pub mod emulate;
 pub mod fuzzing;
-pub mod limits;
 pub mod load;
-pub mod metrics;
-pub mod scaling;
 pub mod serve;
-pub mod sim;
+
+pub use infscale_core::{counts, limits, metrics, scaling, sim};

@@ -1,5 +1,5 @@
 //! The tools on absurd numbers and endless files: every command refuses a number past its bound
-//! (`src/limits.rs`) and a file it cannot read whole (`/dev/zero`, a binary file), with exit
+//! (`crates/infscale-core/src/limits.rs`) and a file it cannot read whole (`/dev/zero`, a binary file), with exit
 //! status 2 and an error naming the flag, or the file, line and field. Each run is bounded by a
 //! process timeout: a tool that ran on for hours (or spun reading `/dev/zero`) is killed and
 //! fails the test.

@@ -1,5 +1,5 @@
 //! `simulate --seeds N` and the traces `tune` chooses and checks on: a scenario generated once
-//! per seed, every policy judged on all of them (src/sim/seeds.rs), with a progress bar.
+//! per seed, every policy judged on all of them (crates/infscale-core/src/sim/seeds.rs), with a progress bar.
 
 use super::simulate::{Args, TraceSource, BOUND_CAP};
 use crate::sim::replica::Hardware;

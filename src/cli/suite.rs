@@ -1,4 +1,4 @@
-//! `simulate --suite`: every policy on the benchmark's families of days (src/sim/suite.rs),
+//! `simulate --suite`: every policy on the benchmark's families of days (crates/infscale-core/src/sim/suite.rs),
 //! a table per family, then each policy's worst family.
 
 use super::seeds::progress;

@@ -1,0 +1,690 @@
+//! The decision: demand, lookahead and activation ([`evaluate`], all that `serve` answers KEDA
+//! with), then KEDA's step to or from zero and the HPA's reconcile ([`decide`], what `decide`
+//! prints and the simulator applies). One path for every job, so the replica count that the HPA
+//! derives from `serve`'s value is the count `decide` prints.
+
+use crate::control::activity::{self, Activity, Facts, HeldMemory};
+use crate::control::hold::Hold;
+use crate::control::hpa::{self, replicas, Limited, Outcome, Reconciled};
+use crate::control::keda;
+use crate::observe::metrics::rates::Snapshot;
+use crate::policy::{Forecast, Metric, Policy};
+use crate::project::capacity::Capacity;
+use crate::project::demand::{fmt, measure, Demand, Observation};
+use crate::project::floors;
+use crate::project::forecast::{self, Daily};
+use crate::project::lookahead::{self, Point};
+use crate::project::work::{self, WorkMemory};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Everything a decision remembers between runs; serialises to JSON (`--state FILE`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScalerState {
+    /// The HPA controller's memory: recommendations and scale events.
+    #[serde(default)]
+    pub hpa: hpa::State,
+    /// When requests were last in flight (KEDA's last active poll).
+    #[serde(default)]
+    pub last_active: Option<f64>,
+    /// Recent metric values, for the lookahead's trend.
+    #[serde(default)]
+    pub trend: Vec<Point>,
+    /// Each source's counters at its last scrape, for rates on the next.
+    #[serde(default)]
+    pub counters: BTreeMap<String, Snapshot>,
+    /// The held count last read, and when requests were last held (the release rule).
+    #[serde(default)]
+    pub held: HeldMemory,
+    /// Rates per replica the replicas sustained, for the guard, the credit and the forecast.
+    #[serde(default)]
+    pub capacity: Capacity,
+    /// Recent admission rates, for `forecast=history`'s floor.
+    #[serde(default)]
+    pub rate_trend: Vec<Point>,
+    /// The value over the daily cycle, for `forecast=history`.
+    #[serde(default)]
+    pub daily: Daily,
+    /// The `work` metric's readings over its window.
+    #[serde(default)]
+    pub work: WorkMemory,
+    /// The gaps each replica count the admitted rate needed came back from, for `hold=auto`.
+    #[serde(default)]
+    pub hold: Hold,
+    /// The idle gaps the traffic came back from (count 1: anything in flight), for `hold=auto`.
+    #[serde(default)]
+    pub idle: Hold,
+    /// The memory and last value of each further metric (`policy.also`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<crate::control::several::OtherMetric>,
+}
+
+/// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    pub demand: Demand,
+    /// The metric value after the lookahead; `None` when there is none to give (no replica gave
+    /// a sample, or the pods are not known): KEDA's HPA then keeps the current count.
+    pub value: Option<f64>,
+    /// The answer to `IsActive`: active, idle, or (something unread) not known.
+    pub activity: Activity,
+    pub lines: Vec<String>,
+}
+
+impl Evaluation {
+    /// Why there is no value: the reason the measurement gave.
+    pub fn why_no_value(&self) -> &str {
+        self.demand.lines.first().map_or("no value", String::as_str)
+    }
+
+    /// Why the activity is what it is (the last reason line).
+    pub fn why_activity(&self) -> &str {
+        self.lines.last().map_or("", String::as_str)
+    }
+}
+
+/// Measures demand, applies the cold-start lookahead and judges activity (`IsActive`, by
+/// [`activity::judge`]), updating the trend and the held memory in `state`.
+pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Evaluation {
+    state.held.note(obs.held, obs.now);
+    let mut demand = measure(policy, obs);
+    let flow = floors::flow(obs);
+    // Work does not fall when replicas are added: its demand now is the need.
+    let work_now = sustain_work(policy, obs, flow.as_ref(), state, &mut demand);
+    let mut lines = demand.lines.clone();
+    let mut rate_need = work_now.map(|w| replicas::ceil_replicas(w / policy.target));
+    let value = demand.value.map(|measured| {
+        let mut v = project(policy, obs, state, &demand, measured, &mut lines);
+        let Some(flow) = flow.filter(|_| !demand.counted_missing) else {
+            return v;
+        };
+        let history = policy.forecast == Forecast::History && policy.lookahead_s > 0.0;
+        if policy.guard || policy.credit || history {
+            floors::note_capacity(
+                &mut state.capacity,
+                policy,
+                &flow,
+                (measured, demand.reporting),
+                obs.now,
+            );
+        }
+        if policy.credit {
+            v = floors::credit(policy, obs, &flow, &state.capacity, v, &mut lines);
+        }
+        if history {
+            v = floors::rate_forecast_floor(
+                policy,
+                &flow,
+                &mut state.rate_trend,
+                &state.capacity,
+                // The admitted rate is the scrape's: evaluations between scrapes add nothing.
+                obs.scraped_at.unwrap_or(obs.now),
+                v,
+                &mut lines,
+            );
+        }
+        v = floors::slo_floor(policy, &flow, v, &mut lines);
+        if policy.guard {
+            v = floors::guard_floor(policy, &flow, &state.capacity, v, &mut lines);
+        }
+        rate_need = rate_need.or(state
+            .capacity
+            .safe_rate()
+            .zip(state.capacity.sustained_rate())
+            .map(|(safe, per_replica)| {
+                let rate = per_replica * f64::from(flow.ready);
+                replicas::ceil_replicas(rate / safe).max(u32::from(flow.ready > 0))
+            }));
+        v
+    });
+    let value = value.map(|v| saturated_floor(policy, obs, v, &mut lines));
+    let value = value.map(|v| hold_floor(policy, state, rate_need, obs.now, v, &mut lines));
+    let (activity, line) = activity::judge(&Facts {
+        in_flight: demand.in_flight,
+        activation: policy.activation,
+        missing: obs.missing,
+        pods_known: obs.scraped_at.is_some(),
+        held_known: obs.held.is_some(),
+        scraped_since_held: state.held.seen_by(obs.scraped_at),
+    });
+    let (activity, line) = held_active(policy, state, obs, demand.in_flight, activity, line);
+    lines.push(line);
+    crate::control::several::evaluate_others(policy, obs, state, &mut lines);
+    Evaluation {
+        demand,
+        value,
+        activity,
+        lines,
+    }
+}
+
+/// `work`: the demand now, on a line fitted through the readings of the trend window, with
+/// what arrived unadmitted and the queue, projected over the lookahead ([`work`]); in place of
+/// one scrape's work done, and of the lookahead's own projection.
+/// Returns the demand now, without the lookahead.
+fn sustain_work(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    flow: Option<&floors::Flow>,
+    state: &mut ScalerState,
+    demand: &mut Demand,
+) -> Option<f64> {
+    let (Metric::Work, Some(done), false, Some(at)) = (
+        policy.metric,
+        demand.value,
+        demand.counted_missing,
+        obs.scraped_at,
+    ) else {
+        return None;
+    };
+    let queued = obs.replicas.iter().map(|r| r.waiting()).sum::<f64>() + obs.held.unwrap_or(0.0);
+    let reading = work::Reading {
+        at,
+        work: done,
+        admitted: flow.map(|f| f.admitted_per_s),
+        queued,
+    };
+    let f = state.work.note(
+        reading,
+        policy.trend_window_s,
+        policy.nominal_request_work(),
+    );
+    let value = f.value(policy.lookahead_s);
+    demand.lines.push(format!(
+        "work demand {} now on the line through the last {} s (work done and requests arriving \
+         unadmitted at {} each), {}/s, {} s ahead; {} queued cleared within {} s: {}",
+        fmt(f.now),
+        fmt(policy.trend_window_s),
+        fmt(f.per_request),
+        fmt(f.slope.unwrap_or(0.0)),
+        fmt(policy.lookahead_s),
+        fmt(f.queued),
+        fmt(work::DRAIN_S),
+        fmt(value)
+    ));
+    demand.value = Some(value);
+    Some(f.value(0.0))
+}
+
+/// `work` reads what the replicas do, which a saturated replica caps at what it can: while
+/// requests wait on the replicas, the value never asks for fewer than the current count, so
+/// replicas still starting for the backlog are not taken back before they are Ready.
+fn saturated_floor(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut Vec<String>) -> f64 {
+    if policy.metric != Metric::Work {
+        return v;
+    }
+    let waiting: f64 = obs.replicas.iter().map(|r| r.waiting()).sum();
+    let floor = f64::from(obs.current) * policy.target;
+    if waiting <= 0.0 || floor <= v {
+        return v;
+    }
+    lines.push(format!(
+        "saturated: {} request(s) wait, so work reads capacity, not demand: no fewer than the \
+         current {} replica(s), {} = {} x {}",
+        fmt(waiting),
+        obs.current,
+        fmt(floor),
+        obs.current,
+        fmt(policy.target)
+    ));
+    floor
+}
+
+/// `hold=auto`: notes the replicas the admitted rate needs at the rate per replica the
+/// replicas sustain (a need that, unlike a count of requests, does not fall when replicas are
+/// added), and holds a count the traffic came back to after gaps as long as it has been below
+/// it ([`crate::control::hold`]).
+fn hold_floor(
+    policy: &Policy,
+    state: &mut ScalerState,
+    rate_need: Option<u32>,
+    now: f64,
+    v: f64,
+    lines: &mut Vec<String>,
+) -> f64 {
+    let (true, Some(need)) = (policy.hold, rate_need) else {
+        return v;
+    };
+    state.hold.note(need, now);
+    let held = state.hold.held(now, policy.lookahead_s);
+    let floor = f64::from(held.count) * policy.target;
+    if floor <= v {
+        return v;
+    }
+    lines.push(format!(
+        "hold: the admitted rate needs {} replica(s); {} held for {} s after the need fell ({}): {} = {} x {}",
+        need,
+        held.count,
+        fmt(held.hold_s),
+        held.learned_gap_s.map_or("the lookahead: no gap seen yet".to_owned(), |g| {
+            format!("the traffic came back after gaps of up to {} s", fmt(g))
+        }),
+        fmt(floor),
+        held.count,
+        fmt(policy.target)
+    ));
+    floor
+}
+
+/// `hold=auto` at one replica: a target idle within the hold of one replica stays active, so
+/// KEDA's cooldown starts only once the lull has outlasted the idle gaps the traffic came back
+/// from.
+fn held_active(
+    policy: &Policy,
+    state: &mut ScalerState,
+    obs: &Observation<'_>,
+    in_flight: f64,
+    activity: Activity,
+    line: String,
+) -> (Activity, String) {
+    if !policy.hold || obs.scraped_at.is_none() {
+        return (activity, line);
+    }
+    state
+        .idle
+        .note(u32::from(in_flight > policy.activation), obs.now);
+    if activity != Activity::Idle || obs.replicas.is_empty() {
+        return (activity, line);
+    }
+    let held = state.idle.held(obs.now, 0.0);
+    if held.count == 0 {
+        return (activity, line);
+    }
+    let line = format!(
+        "active: idle, but within the {} s hold of one replica ({})",
+        fmt(held.hold_s),
+        held.learned_gap_s.map_or("the lookahead".to_owned(), |g| {
+            format!(
+                "the traffic came back after idle gaps of up to {} s",
+                fmt(g)
+            )
+        })
+    );
+    (Activity::Active, line)
+}
+
+/// The value projected over the lookahead, by the policy's forecast.
+fn project(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    state: &mut ScalerState,
+    demand: &Demand,
+    v: f64,
+    lines: &mut Vec<String>,
+) -> f64 {
+    if policy.lookahead_s <= 0.0 || (policy.metric == Metric::Work && !demand.counted_missing) {
+        // `work` projects along its own fitted line.
+        return v;
+    }
+    if demand.counted_missing {
+        lines.push("lookahead: none through a value that stands for unread replicas".to_owned());
+        return v;
+    }
+    if policy.forecast == Forecast::History {
+        let f = forecast::project(
+            &mut state.trend,
+            &mut state.daily,
+            obs.now,
+            v,
+            policy.lookahead_s,
+            policy.trend_window_s,
+        );
+        let show = |rise: Option<f64>| rise.map_or("none yet".to_owned(), fmt);
+        lines.push(format!(
+            "forecast: {} s ahead, the recent pattern rises {}, the time of day {}: {} -> {}",
+            fmt(policy.lookahead_s),
+            show(f.pattern),
+            show(f.daily),
+            fmt(v),
+            fmt(f.value)
+        ));
+        return f.value;
+    }
+    let p = lookahead::project(
+        &mut state.trend,
+        obs.now,
+        v,
+        policy.lookahead_s,
+        policy.trend_window_s,
+    );
+    match p.slope {
+        Some(slope) if p.value > v => lines.push(format!(
+            "lookahead: trend {}{}/s over the last {} s, {} s ahead: {} -> {}",
+            if slope >= 0.0 { "+" } else { "" },
+            fmt(slope),
+            fmt(policy.trend_window_s),
+            fmt(policy.lookahead_s),
+            fmt(v),
+            fmt(p.value)
+        )),
+        Some(_) => lines.push(format!("lookahead: trend not rising, {} stays", fmt(v))),
+        None => lines.push("lookahead: one point so far, no trend yet".to_owned()),
+    }
+    p.value
+}
+
+/// Why the decision ended where it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Why {
+    /// The metric's proposal went through unchanged.
+    Metric,
+    /// Within the tolerance: no change proposed.
+    Tolerance,
+    /// The stabilisation window held the count.
+    Stabilized,
+    ScaleUpLimit,
+    ScaleDownLimit,
+    /// Clamped at max.
+    Max,
+    /// Clamped at min.
+    Min,
+    /// No replica gave a sample: keep the current count.
+    NoSamples,
+    /// KEDA woke the target from zero.
+    Activate,
+    /// At zero with nothing to do.
+    Idle,
+    /// KEDA took the last replica away after the cooldown.
+    IdleToZero,
+}
+
+impl Why {
+    pub fn name(self) -> &'static str {
+        match self {
+            Why::Metric => "metric",
+            Why::Tolerance => "tolerance",
+            Why::Stabilized => "stabilised",
+            Why::ScaleUpLimit => "scale-up limit",
+            Why::ScaleDownLimit => "scale-down limit",
+            Why::Max => "max",
+            Why::Min => "min",
+            Why::NoSamples => "no samples",
+            Why::Activate => "activate",
+            Why::Idle => "idle",
+            Why::IdleToZero => "idle-to-zero",
+        }
+    }
+}
+
+/// A replica count and its reasons.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub current: u32,
+    pub desired: u32,
+    /// The value `serve` would return to KEDA for the same inputs.
+    pub value: Option<f64>,
+    /// What `serve` would answer `IsActive` with.
+    pub activity: Activity,
+    /// The HPA's raw proposal from the value, when one was made.
+    pub proposal: Option<u32>,
+    pub why: Why,
+    /// One short line per step, in order.
+    pub lines: Vec<String>,
+}
+
+impl Decision {
+    pub fn direction(&self) -> &'static str {
+        match self.desired.cmp(&self.current) {
+            std::cmp::Ordering::Greater => "up",
+            std::cmp::Ordering::Less => "down",
+            std::cmp::Ordering::Equal => "hold",
+        }
+    }
+
+    /// `queue:4 (min 1, max 3): current 1 -> desired 3 (up; metric)`
+    pub fn headline(&self, policy: &Policy) -> String {
+        format!(
+            "{}:{} (min {}, max {}): current {} -> desired {} ({}; {})",
+            policy.metric,
+            fmt(policy.target),
+            policy.min,
+            policy.max,
+            self.current,
+            self.desired,
+            self.direction(),
+            self.why.name()
+        )
+    }
+}
+
+/// The HPA's proposal for a value: `AverageValue` on KEDA's milli-units.
+pub fn proposal(policy: &Policy, value: f64, status_replicas: u32) -> u32 {
+    let tolerances = policy.controller.tolerances(policy.behavior.as_ref());
+    replicas::external_per_pod(
+        replicas::to_milli(value),
+        replicas::to_milli(policy.target),
+        status_replicas,
+        tolerances,
+    )
+    .0
+}
+
+/// The HPA's part of a decision: its proposal from the value and one reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HpaSync {
+    pub desired: u32,
+    pub proposal: Option<u32>,
+    pub why: Why,
+}
+
+/// One HPA sync on the value `serve` would return: the `AverageValue` proposal, then the
+/// controller's reconcile (pre-checks, window, rate limits, min/max) with `state.hpa`. Appends
+/// its reasons to `lines`.
+pub fn hpa_sync(
+    policy: &Policy,
+    state: &mut ScalerState,
+    current: u32,
+    status: u32,
+    value: Option<f64>,
+    now: f64,
+    lines: &mut Vec<String>,
+) -> HpaSync {
+    let mut raw = value.map(|v| proposal(policy, v, status));
+    let mut within = false;
+    if let (Some(v), Some(n)) = (value, raw) {
+        within = replicas::ceil_replicas(in_targets(policy, v)) != n;
+        lines.push(proposal_line(policy, v, n, status, within));
+    }
+    if !policy.also.is_empty() {
+        within = false;
+        raw = crate::control::several::proposal_over_metrics(
+            policy, state, value, status, current, lines,
+        );
+    }
+    let spec = hpa::Spec {
+        min: policy.hpa_min(),
+        max: policy.max,
+        behavior: policy.behavior.clone(),
+    };
+    let r = hpa::reconcile(&policy.controller, &spec, &mut state.hpa, current, raw, now);
+    let why = explain(policy, &r, within, lines);
+    HpaSync {
+        desired: r.desired,
+        proposal: raw,
+        why,
+    }
+}
+
+/// Decides the replica count for one observation, as KEDA's poll and its HPA's sync would at
+/// the same moment, updating `state` (the result is taken to be applied). From zero the two
+/// steps are collapsed: KEDA activates 0 -> 1 and the count shown is what the HPA asks next.
+pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Decision {
+    let eval = evaluate(policy, obs, state);
+    let mut lines = eval.lines;
+    let current = obs.current;
+    let done = |desired, proposal, why, lines| Decision {
+        current,
+        desired,
+        value: eval.value,
+        activity: eval.activity,
+        proposal,
+        why,
+        lines,
+    };
+    let poll = keda::poll(
+        policy.min,
+        policy.cooldown_s,
+        current,
+        eval.activity,
+        &mut state.last_active,
+        obs.now,
+    );
+    match poll {
+        keda::Poll::Activate { to } if !eval.activity.is_active() => {
+            lines.push(format!(
+                "at zero below min {}: KEDA restores the minimum",
+                policy.min
+            ));
+            done(to, None, Why::Min, lines)
+        }
+        keda::Poll::Activate { to } => {
+            let wanted = if policy.also.is_empty() {
+                eval.value.map(|v| proposal(policy, v, 0))
+            } else {
+                crate::control::several::proposal_over_metrics(
+                    policy, state, eval.value, 0, 0, &mut lines,
+                )
+            };
+            let desired = wanted.unwrap_or(to).max(to).min(policy.max);
+            lines.push(format!(
+                "{} request(s) in flight at zero: KEDA activates 0 -> {to}{}",
+                fmt(eval.demand.in_flight),
+                match wanted {
+                    Some(n) => format!(", then its HPA asks for {n}"),
+                    None => String::new(),
+                }
+            ));
+            if wanted.is_some_and(|n| n > policy.max) {
+                lines.push(format!("capped at max {}", policy.max));
+            }
+            done(desired, wanted, Why::Activate, lines)
+        }
+        keda::Poll::Keep { .. } if current == 0 => {
+            lines.push(
+                match eval.activity {
+                    Activity::Unknown => {
+                        "at zero, activity not known: KEDA neither wakes nor sleeps"
+                    }
+                    _ => "at zero and nothing in flight: stay at zero",
+                }
+                .to_owned(),
+            );
+            done(0, None, Why::Idle, lines)
+        }
+        keda::Poll::ToZero { idle_s } => {
+            lines.push(keda::to_zero_line(idle_s, policy.cooldown_s));
+            done(0, None, Why::IdleToZero, lines)
+        }
+        keda::Poll::Keep { idle_s } => {
+            if policy.min == 0 && eval.activity == Activity::Unknown {
+                lines.push(
+                    "activity not known: KEDA sees an error, and never scales to zero on one"
+                        .to_owned(),
+                );
+            } else if policy.min == 0 && !eval.activity.is_active() {
+                lines.push(format!(
+                    "idle for {} s of the {} s cooldown: keep at least 1",
+                    fmt(idle_s.unwrap_or(0.0)),
+                    fmt(policy.cooldown_s)
+                ));
+            }
+            let status = obs.status_replicas();
+            let sync = hpa_sync(
+                policy, state, current, status, eval.value, obs.now, &mut lines,
+            );
+            done(sync.desired, sync.proposal, sync.why, lines)
+        }
+    }
+}
+
+/// `value / target` as the HPA divides it, on KEDA's milli-units.
+fn in_targets(policy: &Policy, value: f64) -> f64 {
+    replicas::to_milli(value) as f64 / replicas::to_milli(policy.target) as f64
+}
+
+fn proposal_line(policy: &Policy, value: f64, proposal: u32, status: u32, within: bool) -> String {
+    if within {
+        let ratio = value / (policy.target * f64::from(status));
+        format!(
+            "{} / ({} x {status} replica(s)) = ratio {}, within the tolerance: {proposal} replica(s)",
+            fmt(value),
+            fmt(policy.target),
+            fmt(ratio)
+        )
+    } else {
+        format!(
+            "{} {} / target {} per replica = {proposal} replica(s)",
+            policy.metric,
+            fmt(value),
+            fmt(policy.target)
+        )
+    }
+}
+
+fn explain(policy: &Policy, r: &Reconciled, within: bool, lines: &mut Vec<String>) -> Why {
+    match r.outcome {
+        Outcome::ScalingDisabled => {
+            lines.push("the HPA does not act at zero replicas".to_owned());
+            Why::Idle
+        }
+        Outcome::AboveMax => {
+            lines.push(format!("above max {}: straight to max", policy.max));
+            Why::Max
+        }
+        Outcome::BelowMin => {
+            lines.push(format!("below min {}: straight to min", policy.hpa_min()));
+            Why::Min
+        }
+        Outcome::NoMetrics => {
+            lines.push("no value: the HPA keeps the current count".to_owned());
+            Why::NoSamples
+        }
+        Outcome::Normalized(limited) => {
+            let proposal = r.proposal.unwrap_or(r.desired);
+            let stabilized = r.stabilized.unwrap_or(proposal);
+            if stabilized != proposal {
+                lines.push(stabilized_line(policy, proposal, stabilized));
+            }
+            let why = match limited {
+                Limited::DesiredWithinRange if stabilized != proposal => Why::Stabilized,
+                Limited::DesiredWithinRange if within => Why::Tolerance,
+                Limited::DesiredWithinRange => Why::Metric,
+                Limited::ScaleUpLimit => Why::ScaleUpLimit,
+                Limited::ScaleDownLimit => Why::ScaleDownLimit,
+                Limited::TooManyReplicas => Why::Max,
+                Limited::TooFewReplicas => Why::Min,
+            };
+            if limited != Limited::DesiredWithinRange {
+                lines.push(format!(
+                    "{stabilized} limited to {} ({})",
+                    r.desired,
+                    limited.name()
+                ));
+            }
+            why
+        }
+    }
+}
+
+fn stabilized_line(policy: &Policy, proposal: u32, stabilized: u32) -> String {
+    match &policy.behavior {
+        Some(b) if stabilized > proposal => format!(
+            "highest recommendation in the {} s scale-down window is {stabilized}: stabilised at {stabilized}",
+            b.scale_down
+                .window_s
+                .unwrap_or(policy.controller.downscale_window_s)
+        ),
+        Some(b) => format!(
+            "lowest recommendation in the {} s scale-up window is {stabilized}: stabilised at {stabilized}",
+            b.scale_up.window_s.unwrap_or(0)
+        ),
+        None => format!(
+            "highest recommendation in the {} s window is {stabilized}: stabilised at {stabilized}",
+            policy.controller.downscale_window_s
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,5 @@
+//! The first layer: what the replicas and the activator say, read into values the rest of the
+//! core can use. Nothing here decides anything.
+
+pub mod counts;
+pub mod metrics;

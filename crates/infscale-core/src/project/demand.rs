@@ -1,0 +1,364 @@
+//! From replica signals to the one number the HPA divides: the metric's value for the target.
+//!
+//! KEDA serves every external trigger to its HPA as an `AverageValue` metric, so the HPA asks for
+//! `ceil(value / target)` replicas. [`measure`] computes that value for each metric: the sum over
+//! replicas for queue, waiting and running (plus requests held at an activator, which at zero
+//! are the only demand there is); the sum of per-replica utilisations for kv and cpu (so
+//! `ceil(value / target)` is the HPA's `ceil(ratio x reporting replicas)`); the fleet TTFT p95
+//! times the replicas that observed one; and R_needed (the occupancy ratio) for occupancy.
+//! Replicas that are ready but could not be read, or have no sample for the metric, do not vote:
+//! they count as the HPA counts a pod with no metric (at the target when the rest ask to scale
+//! down, at 0 when they ask to scale up, and the current count is kept when that flips the
+//! direction), and the value returned is the one that makes the HPA ask for that count. With no
+//! replica readable, or the pods not known, there is no value at all, never a zero; except that
+//! requests held at the activator before the pods are known are the value (it holds only while
+//! no replica is ready).
+
+use crate::control::hpa::replicas::{self, per_pod, Pod, PodTarget};
+use crate::observe::metrics::histogram::Histogram;
+use crate::observe::metrics::Replica;
+use crate::policy::{Metric, Policy};
+
+/// What the decision sees at one moment.
+#[derive(Debug, Clone, Copy)]
+pub struct Observation<'a> {
+    /// Seconds on the caller's clock.
+    pub now: f64,
+    /// The scale target's `spec.replicas`.
+    pub current: u32,
+    /// Pods that exist, ready or starting (`status.replicas`); `None` means `current`.
+    pub status: Option<u32>,
+    /// Ready replicas that were read.
+    pub replicas: &'a [Replica],
+    /// Ready replicas that could not be read.
+    pub missing: u32,
+    /// Requests held at the activator for this target (0 without one); `None` when the
+    /// activator's count cannot be read.
+    pub held: Option<f64>,
+    /// When the replicas' scrape began, on the caller's clock; `None` when the pods are not known
+    /// (no pod list yet, or it cannot be read).
+    pub scraped_at: Option<f64>,
+    /// When each replica still starting was created, on the caller's clock (for the credit;
+    /// empty where the caller does not know).
+    pub starting_since: &'a [f64],
+}
+
+impl Observation<'_> {
+    pub fn status_replicas(&self) -> u32 {
+        self.status.unwrap_or(self.current)
+    }
+}
+
+/// The metric's value and how it was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demand {
+    /// The value for the HPA; `None` when no replica gave a sample (keep the current count).
+    pub value: Option<f64>,
+    /// Requests running, waiting or held: what activity (and activation) is judged on.
+    pub in_flight: f64,
+    /// Replicas that gave a sample for the metric.
+    pub reporting: u32,
+    /// Whether replicas without a sample were counted as the HPA counts missing pods: the value
+    /// then stands for a replica count, not a measured demand (no trend is drawn through it).
+    pub counted_missing: bool,
+    /// How the value was made, one short line per step.
+    pub lines: Vec<String>,
+}
+
+/// Computes the metric's value for a policy from an observation.
+pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
+    let mut lines = Vec::new();
+    let held_read = obs.held.unwrap_or(0.0);
+    let in_flight = obs
+        .replicas
+        .iter()
+        .map(|r| r.in_flight().unwrap_or(r.waiting()))
+        .sum::<f64>()
+        + held_read;
+    let (samples, reporting) = per_replica(policy, obs.replicas);
+    let silent = (obs.replicas.len() as u32).saturating_sub(reporting);
+    let not_voting = obs.missing.saturating_add(silent);
+    let held = if policy.metric.counts_held() {
+        held_read
+    } else {
+        0.0
+    };
+    let at_zero = obs.replicas.is_empty() && obs.missing == 0;
+    let mut value = if obs.scraped_at.is_none() {
+        match obs.held {
+            // The activator holds requests only while it sees no ready replica: what it holds
+            // is the demand there is, before any pod list or scrape (a new collector answers
+            // from it at once rather than a polling interval later).
+            Some(h) if h > 0.0 && policy.metric.counts_held() => {
+                lines.push(format!(
+                    "the pods are not known yet; {} held at the activator, which holds only \
+                     while no replica is ready: {} = {} held",
+                    fmt(h),
+                    policy.metric,
+                    fmt(h)
+                ));
+                Some(h)
+            }
+            _ => {
+                lines.push("the pods are not known yet: no value".to_owned());
+                None
+            }
+        }
+    } else if reporting == 0 {
+        match obs.held {
+            Some(_) if at_zero && policy.metric.counts_held() => {
+                lines.push(format!(
+                    "no ready replica: {} = {} held",
+                    policy.metric,
+                    fmt(held)
+                ));
+                Some(held)
+            }
+            None if at_zero => {
+                lines.push(
+                    "no ready replica, and the activator's held count cannot be read: no value"
+                        .to_owned(),
+                );
+                None
+            }
+            _ => {
+                lines.push(no_sample_line(policy.metric, obs));
+                None
+            }
+        }
+    } else {
+        let (value, line) = combine(policy.metric, obs.replicas, &samples, reporting, held);
+        lines.push(line);
+        Some(value)
+    };
+    let counted_missing = value.is_some() && reporting > 0 && not_voting > 0;
+    if let (Some(v), true) = (value.as_mut(), counted_missing) {
+        *v = as_the_hpa_counts_missing(policy, obs, *v, reporting, not_voting, &mut lines);
+    }
+    if obs.held.is_none() && !at_zero && value.is_some() {
+        lines.push(
+            "the activator's held count cannot be read: counted as 0 while replicas are ready \
+             (the activator forwards to them)"
+                .to_owned(),
+        );
+    }
+    let held_outside = held > 0.0 && reporting > 0 && policy.metric != Metric::Occupancy;
+    if let (Some(v), true) = (value.as_mut(), held_outside) {
+        *v += held;
+        lines.push(format!(
+            "+ {} held at the activator = {}",
+            fmt(held),
+            fmt(*v)
+        ));
+    }
+    Demand {
+        value,
+        in_flight,
+        reporting,
+        counted_missing,
+        lines,
+    }
+}
+
+/// The value that makes the HPA ask for what its own rule for pods without a metric gives
+/// (`calcPlainMetricReplicas`): the replicas that reported, at their average, and the others as
+/// missing pods, against the status count.
+fn as_the_hpa_counts_missing(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    value: f64,
+    reporting: u32,
+    not_voting: u32,
+    lines: &mut Vec<String>,
+) -> f64 {
+    let status = obs
+        .status_replicas()
+        .max(reporting.saturating_add(not_voting));
+    let average = replicas::to_milli(value / f64::from(reporting));
+    let pods: Vec<Pod> = (0..reporting)
+        .map(|_| Pod::Ready {
+            value: average,
+            request: 0,
+        })
+        .chain((0..not_voting).map(|_| Pod::Missing { request: 0 }))
+        .collect();
+    let tolerances = policy.controller.tolerances(policy.behavior.as_ref());
+    let target = PodTarget::AverageValue(replicas::to_milli(policy.target));
+    let count = per_pod(&pods, target, status, tolerances).unwrap_or(status);
+    let alone = replicas::ceil_replicas(value / policy.target);
+    let rule = if count == status {
+        format!("kept at the current {status}")
+    } else if alone > count {
+        format!("at 0 on the way up: {count}")
+    } else {
+        format!("at the target on the way down: {count}")
+    };
+    // On milli-units, as KEDA hands the value over: exactly `count` targets. The product
+    // saturates (a count near i32::MAX at a 1e9 threshold passes i64::MAX), so it stays the
+    // largest value, never a wrapped negative one read as 0.
+    let adjusted =
+        i64::from(count).saturating_mul(replicas::to_milli(policy.target)) as f64 / 1000.0;
+    lines.push(format!(
+        "{not_voting} replica(s) without a sample: the {reporting} that reported ask for {alone}; \
+         counted as the HPA counts missing pods ({rule}), so {} = {count} x {}",
+        fmt(adjusted),
+        fmt(policy.target)
+    ));
+    adjusted
+}
+
+/// A replica's work over its last interval as a share of its full speed: prompt tokens
+/// prefilled per second over the prefill rate, plus output tokens per second over the
+/// full-batch decode rate (what arrives unadmitted is added over a window, in
+/// [`crate::project::work`]).
+fn work(r: &Replica, policy: &Policy) -> Option<f64> {
+    let rates = r.rates.as_ref()?;
+    let tokens = rates.prompt_tokens_per_s?;
+    let output = rates.output_tokens_per_s.unwrap_or(0.0);
+    Some(tokens / policy.prefill_rate + output / policy.decode_rate)
+}
+
+/// Each replica's sample for the metric (`None` where it has none) and how many have one.
+fn per_replica(policy: &Policy, replicas: &[Replica]) -> (Vec<Option<f64>>, u32) {
+    let metric = policy.metric;
+    let samples: Vec<Option<f64>> = replicas
+        .iter()
+        .map(|r| match metric {
+            Metric::Queue => r.in_flight(),
+            Metric::Waiting => Some(r.waiting()),
+            Metric::Running => r.running(),
+            Metric::Kv => r.kv(),
+            Metric::Cpu => r.cpu_percent(),
+            Metric::Work => work(r, policy),
+            Metric::Occupancy => r.running().and(r.in_flight()),
+            Metric::Ttft => r
+                .rates
+                .as_ref()
+                .and_then(|rates| rates.ttft.as_ref())
+                .and_then(|h| h.observations())
+                .filter(|n| *n > 0.0),
+        })
+        .map(|s| s.filter(|v| v.is_finite() && *v >= 0.0))
+        .collect();
+    let reporting = samples.iter().flatten().count() as u32;
+    (samples, reporting)
+}
+
+/// The value over the replicas that reported, with the line that explains it. Held requests are
+/// added afterwards, except for occupancy, whose formula takes them as in-flight work.
+fn combine(
+    metric: Metric,
+    replicas: &[Replica],
+    samples: &[Option<f64>],
+    reporting: u32,
+    held: f64,
+) -> (f64, String) {
+    let sum: f64 = samples.iter().flatten().sum();
+    match metric {
+        Metric::Queue => {
+            let running: f64 = replicas
+                .iter()
+                .zip(samples)
+                .filter(|(_, s)| s.is_some())
+                .filter_map(|(r, _)| r.running())
+                .sum();
+            (
+                sum,
+                format!(
+                    "queue {} = running {} + waiting {} on {reporting} replica(s)",
+                    fmt(sum),
+                    fmt(running),
+                    fmt(sum - running)
+                ),
+            )
+        }
+        Metric::Waiting | Metric::Running => (
+            sum,
+            format!("{metric} {} on {reporting} replica(s)", fmt(sum)),
+        ),
+        Metric::Kv | Metric::Cpu | Metric::Work => {
+            let mean = sum / f64::from(reporting);
+            (
+                sum,
+                format!(
+                    "{metric} {} on average over {reporting} replica(s): {} in all",
+                    fmt(mean),
+                    fmt(sum)
+                ),
+            )
+        }
+        Metric::Ttft => {
+            let mut fleet = Histogram::default();
+            for rates in replicas.iter().filter_map(|r| r.rates.as_ref()) {
+                if let Some(h) = &rates.ttft {
+                    fleet.merge(h);
+                }
+            }
+            let p95 = fleet.quantile(0.95).unwrap_or(0.0);
+            let value = p95 * f64::from(reporting);
+            (
+                value,
+                format!(
+                    "TTFT p95 {}s over the interval on {reporting} replica(s): {} x {reporting} = {}",
+                    fmt(p95),
+                    fmt(p95),
+                    fmt(value)
+                ),
+            )
+        }
+        Metric::Occupancy => {
+            let serving: f64 = replicas
+                .iter()
+                .zip(samples)
+                .filter(|(_, s)| s.is_some())
+                .filter_map(|(r, _)| r.running())
+                .sum();
+            let healthy = f64::from(reporting);
+            let in_flight = sum + held;
+            let needed = in_flight * healthy / serving.max(healthy).max(1.0);
+            (
+                needed,
+                format!(
+                    "occupancy: R_needed = in flight {} x {reporting} healthy / max(serving {}, {reporting}, 1) = {}",
+                    fmt(in_flight),
+                    fmt(serving),
+                    fmt(needed)
+                ),
+            )
+        }
+    }
+}
+
+fn no_sample_line(metric: Metric, obs: &Observation<'_>) -> String {
+    if obs.replicas.is_empty() && obs.missing > 0 {
+        format!(
+            "none of {} ready replica(s) could be read: no value (a fault is never read as zero)",
+            obs.missing
+        )
+    } else if metric == Metric::Ttft {
+        "no first token was observed in the interval: no TTFT sample".to_owned()
+    } else if obs.replicas.is_empty() {
+        format!("no ready replica, and {metric} needs one: no sample")
+    } else if let Some((server, lacks)) = obs.replicas.iter().find_map(|r| {
+        crate::policy::exports::missing(r.signals.server, metric)
+            .map(|lacks| (r.signals.server, lacks))
+    }) {
+        // Found with `server: auto`: the pods' server can never give this metric.
+        format!(
+            "the pods serve {server}, which exports no {lacks}: {metric} can never be read \
+             there (no value)"
+        )
+    } else {
+        format!("no replica gave a {metric} sample (rates need two scrapes): no value")
+    }
+}
+
+/// A number as the reasons print it: whole numbers without decimals, others to 3 places.
+pub fn fmt(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}

@@ -1,0 +1,544 @@
+//! One policy over one trace: the time-stepped engine under a control loop.
+//!
+//! Two loops. `hpa` is the standalone loop: every 15 s the whole decision (`scaling::decide`) runs on a
+//! scrape of the ready replicas. `keda` is how infscale is deployed: `serve`'s collector scrapes
+//! every `scrape_interval` and evaluates (`scaling::evaluate`: the value for `GetMetrics` and the
+//! answer to `IsActive`); KEDA's operator polls every `pollingInterval` and owns 0 <-> 1 and the
+//! cooldown (`scaling::keda::poll`); with `external-push` a held request activates at once; and
+//! KEDA's HPA syncs every 15 s on the latest value (`scaling::hpa_sync`). Both loops call the
+//! very functions `serve` and `decide` call, and so apply the same fault rules: with
+//! `unreadable` above zero, each replica's scrape fails with that chance, and a replica not read
+//! keeps the target active and counts as the HPA counts a missing pod; a release reads as active
+//! until a scrape after it. The timeline carries the evaluation's reasons.
+
+use super::bound::{clairvoyant, Bound};
+use super::cluster::{Balancer, Cluster, RequestOutcome};
+use super::replica::Hardware;
+use super::rng::Rng;
+use super::trace::Trace;
+use crate::control::deletion_cost;
+use crate::observe::metrics::rates::Snapshot;
+use crate::observe::metrics::ServerChoice;
+use crate::project::cold_start::{ColdStarts, HoldTimer};
+use crate::project::fleet::{self, Fetched, Fleet, Input};
+use crate::scaling::{
+    decide, evaluate, hpa_sync, keda, Activity, Observation, Policy, ScalerState,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Which control loop drives the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Hpa,
+    Keda,
+}
+
+/// The KEDA trigger type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    External,
+    ExternalPush,
+}
+
+/// How the simulation runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub mode: Mode,
+    pub trigger: Trigger,
+    /// Engine step, seconds.
+    pub dt: f64,
+    /// HPA sync period (the controller's 15 s).
+    pub hpa_period_s: f64,
+    /// KEDA's pollingInterval.
+    pub polling_interval_s: f64,
+    /// How often `serve` scrapes the pods.
+    pub scrape_interval_s: f64,
+    /// A first token later than this misses the SLO.
+    pub slo_ttft_s: f64,
+    /// How long the activator holds a request before answering 504.
+    pub hold_timeout_s: f64,
+    pub record_timeline: bool,
+    /// Sample replicas and demand every this many seconds (0: no series).
+    pub series_every_s: f64,
+    /// The chance that one replica's scrape fails (0 to 1), drawn per replica per scrape.
+    pub unreadable: f64,
+    /// How long a replica removed by a scale-down serves what it holds before what is left is
+    /// cut (vLLM's `--shutdown-timeout`, within the pod's `terminationGracePeriodSeconds`;
+    /// infinite: until it is done).
+    pub drain_s: f64,
+    /// Cold starts vary around the GPU model's by this log-normal sigma (0: all equal).
+    pub cold_start_spread: f64,
+    /// How arrivals are spread over the ready replicas.
+    pub balancer: Balancer,
+    /// Replicas already Ready at time 0.
+    pub start: Start,
+}
+
+/// How many replicas are Ready at time 0. A trace that starts mid-day starts warm: a replay of
+/// a busy hour from one cold replica measures a start-up transient no operator lives through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// The policy's `min`, at least one.
+    #[default]
+    Policy,
+    /// This many (never fewer than the policy's `min`).
+    Replicas(u32),
+    /// As many as the clairvoyant bound wants before a replica ordered at time 0 could be
+    /// Ready (its most over the first cold start).
+    Bound,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mode: Mode::Keda,
+            trigger: Trigger::ExternalPush,
+            dt: 0.25,
+            hpa_period_s: 15.0,
+            polling_interval_s: 30.0,
+            scrape_interval_s: 5.0,
+            slo_ttft_s: 2.0,
+            hold_timeout_s: 300.0,
+            record_timeline: false,
+            series_every_s: 0.0,
+            unreadable: 0.0,
+            drain_s: DEFAULT_DRAIN_S,
+            cold_start_spread: 0.0,
+            balancer: Balancer::LeastRequest,
+            start: Start::Policy,
+        }
+    }
+}
+
+/// The drain the example manifests ship (`manifests/examples/`): a removed pod serves what it
+/// holds for 120 s (vLLM's `--shutdown-timeout 120`, within its `terminationGracePeriodSeconds`)
+/// before what is left is cut. vLLM's own default, 0, aborts in-flight requests at SIGTERM.
+pub const DEFAULT_DRAIN_S: f64 = 120.0;
+
+impl Settings {
+    /// These settings with a warm start from the bound resolved to its count.
+    pub fn resolved(&self, bound: &Bound) -> Settings {
+        let mut s = self.clone();
+        if s.start == Start::Bound {
+            s.start = Start::Replicas(bound.initial);
+        }
+        s
+    }
+
+    /// The replicas Ready at time 0 for `policy` on `trace` (the bound's first count is computed
+    /// here when the start was not [`Settings::resolved`]).
+    fn start_for(&self, policy: &Policy, trace: &Trace, hw: &Hardware) -> u32 {
+        let n = match self.start {
+            Start::Policy => 1,
+            Start::Replicas(n) => n,
+            Start::Bound => clairvoyant(trace, hw, self, BOUND_CAP).initial,
+        };
+        n.max(policy.min).max(1)
+    }
+}
+
+/// The most replicas the clairvoyant bound may plan.
+pub const BOUND_CAP: u32 = 64;
+
+/// One decision or KEDA action, for `--timeline`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineEntry {
+    pub t: f64,
+    /// `decide` (hpa mode), `hpa`, `keda` or `push`.
+    pub by: &'static str,
+    pub from: u32,
+    pub to: u32,
+    pub why: String,
+    pub lines: Vec<String>,
+}
+
+/// Replicas and demand at one moment, for plots.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    pub t: f64,
+    /// Replicas billed (starting, ready, draining).
+    pub replicas: u32,
+    pub ready: u32,
+    /// Requests running, waiting or held.
+    pub in_flight: u32,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub outcomes: Vec<RequestOutcome>,
+    pub replica_seconds: f64,
+    pub scale_events: u32,
+    pub peak: u32,
+    /// Deletion-cost annotations written.
+    pub cost_writes: u32,
+    pub timeline: Vec<TimelineEntry>,
+    pub series: Vec<SeriesPoint>,
+}
+
+/// One scrape of the ready replicas: those read, those that could not be, and when.
+#[derive(Debug)]
+struct Scrape {
+    fleet: Fleet,
+    at: f64,
+}
+
+/// `serve`'s collector, simulated: scrapes the ready replicas through the same
+/// [`fleet::read`] as `serve`, each one's last counters kept in `counters` (the decision
+/// state's) for rates; each scrape fails with the `unreadable` chance.
+fn scrape(
+    cluster: &Cluster,
+    counters: &mut BTreeMap<String, Snapshot>,
+    now: f64,
+    cpu_request_cores: f64,
+    faults: &mut Faults,
+) -> Scrape {
+    let kv = cluster.hw.kv_capacity;
+    let inputs: Vec<Input> = cluster
+        .replicas
+        .iter()
+        .filter(|r| r.is_ready())
+        .map(|r| {
+            let name = r.id.to_string();
+            let fetched = if faults.fails() {
+                Fetched::Failed("the scrape failed (simulated)".to_owned())
+            } else {
+                Fetched::Signals(r.signals(kv))
+            };
+            Input {
+                earlier: counters.get(&name),
+                name,
+                fetched,
+                cpu_request_cores,
+            }
+        })
+        .collect();
+    let mut fleet = fleet::read(inputs, ServerChoice::Auto, now);
+    fleet.remember(counters);
+    counters.retain(|name, _| cluster.replicas.iter().any(|r| r.id.to_string() == *name));
+    Scrape { fleet, at: now }
+}
+
+/// Scrape failures drawn from their own stream, so a run without them is the run it always was.
+struct Faults {
+    chance: f64,
+    rng: Rng,
+}
+
+impl Faults {
+    fn fails(&mut self) -> bool {
+        self.chance > 0.0 && self.rng.uniform() < self.chance
+    }
+}
+
+fn every(period_s: f64, dt: f64) -> u64 {
+    ((period_s / dt).round() as u64).max(1)
+}
+
+/// Runs `policy` over `trace`.
+pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -> Run {
+    let requests = &trace.requests;
+    let dt = settings.dt;
+    let cold_start = hw.gpu.cold_start_s();
+    let start = settings.start_for(policy, trace, hw);
+    let mut cluster = Cluster::new(hw.clone(), start, settings.hold_timeout_s);
+    cluster.drain_s = settings.drain_s;
+    cluster.cold_spread = settings.cold_start_spread;
+    cluster.balancer = settings.balancer;
+    let mut cost_budget = deletion_cost::Budget::new(policy.deletion_cost_writes);
+    let mut cost_writes = 0_u32;
+    let mut outcomes = vec![RequestOutcome::default(); requests.len()];
+    let mut fate = |i: u32, f| outcomes[i as usize].record(f);
+    let mut state = ScalerState {
+        last_active: Some(0.0),
+        ..ScalerState::default()
+    };
+    let cpu_request_cores = hw.gpu.cpu_request_cores;
+    let mut faults = Faults {
+        chance: settings.unreadable,
+        rng: Rng::new(0xfa17),
+    };
+    // Nothing scraped yet: the pods are not known, as at a collector's first instant.
+    let mut last_scrape: Option<Scrape> = None;
+    let mut evaluated_held = 0;
+    let mut latest: Option<(Option<f64>, Activity)> = None;
+    // The latest evaluation's reasons, kept only for the timeline.
+    let mut latest_lines: Vec<String> = Vec::new();
+    let mut timeline = Vec::new();
+    let mut series = Vec::new();
+    let (hpa_every, poll_every, scrape_every) = (
+        every(settings.hpa_period_s, dt),
+        every(settings.polling_interval_s, dt),
+        every(settings.scrape_interval_s, dt),
+    );
+    let series_every = (settings.series_every_s > 0.0).then(|| every(settings.series_every_s, dt));
+    let steps = (trace.duration / dt).ceil() as u64;
+    let mut next = 0;
+    // `lookahead=auto`: the horizon is learned as `serve` learns it, from the starts seen (each
+    // replica from its order to Ready, those running at time 0 included) and the wakes from
+    // zero; the prior until the first is seen.
+    let mut cold_starts = ColdStarts::default();
+    let mut wake = HoldTimer::default();
+    let mut starts_seen = 0_u64;
+    let mut learned_policy: Option<Policy> = None;
+    let mut apply = |cluster: &mut Cluster,
+                     to: u32,
+                     now: f64,
+                     by: &'static str,
+                     why: &str,
+                     lines: Vec<String>| {
+        let from = cluster.current();
+        cluster.resize(to, now, cold_start);
+        if settings.record_timeline {
+            timeline.push(TimelineEntry {
+                t: now,
+                by,
+                from,
+                to,
+                why: why.to_owned(),
+                lines,
+            });
+        }
+    };
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        while next < requests.len() && requests[next].arrival < t + dt {
+            cluster.arrive(next as u32, &requests[next]);
+            next += 1;
+        }
+        cluster.step(t, dt, requests, &mut fate);
+        let now = t + dt;
+        if policy.lookahead_auto {
+            // The starts of the replicas that became Ready, and a wake from zero timed from
+            // the first held request, as `serve` takes them.
+            let mut taken = false;
+            for (created, ready) in cluster.became_ready.drain(..) {
+                starts_seen += 1;
+                taken |= cold_starts.observe(&format!("r{starts_seen}"), created, ready);
+            }
+            let ready = cluster.ready() as usize;
+            if let Some((name, from, at)) =
+                wake.note(Some(ready), Some(cluster.held.len() as f64), now)
+            {
+                taken |= cold_starts.observe(&name, from, at);
+            }
+            if taken {
+                learned_policy = Some(policy.with_horizon(cold_starts.learned()).into_owned());
+            }
+        } else {
+            cluster.became_ready.clear();
+        }
+        let policy = learned_policy.as_ref().unwrap_or(policy);
+        let tick = k + 1;
+        match settings.mode {
+            Mode::Hpa => {
+                if tick % hpa_every == 0 {
+                    let scraped = scrape(
+                        &cluster,
+                        &mut state.counters,
+                        now,
+                        cpu_request_cores,
+                        &mut faults,
+                    );
+                    let starting = cluster.starting_since();
+                    let obs = observation(&cluster, Some(&scraped), &starting, now);
+                    let d = decide(policy, &obs, &mut state);
+                    if policy.deletion_cost {
+                        let values = deletion_cost::metric_values(policy, d.value, &state);
+                        cost_writes += annotate(&mut cluster, &scraped, &values, &mut cost_budget);
+                    }
+                    apply(
+                        &mut cluster,
+                        d.desired,
+                        now,
+                        "decide",
+                        d.why.name(),
+                        d.lines,
+                    );
+                }
+            }
+            Mode::Keda => {
+                // `serve` evaluates after every scrape, and again on the last scrape whenever the
+                // activator's held count changes (its `/queue/watch` stream).
+                let scraped = tick % scrape_every == 0;
+                if scraped {
+                    last_scrape = Some(scrape(
+                        &cluster,
+                        &mut state.counters,
+                        now,
+                        cpu_request_cores,
+                        &mut faults,
+                    ));
+                }
+                let held = cluster.held.len();
+                if scraped || held != evaluated_held {
+                    let starting = cluster.starting_since();
+                    let obs = observation(&cluster, last_scrape.as_ref(), &starting, now);
+                    let eval = evaluate(policy, &obs, &mut state);
+                    if let (true, true, Some(round)) =
+                        (policy.deletion_cost, scraped, last_scrape.as_ref())
+                    {
+                        let values = deletion_cost::metric_values(policy, eval.value, &state);
+                        cost_writes += annotate(&mut cluster, round, &values, &mut cost_budget);
+                    }
+                    let was_active = latest.is_some_and(|l| l.1.is_active());
+                    latest = Some((eval.value, eval.activity));
+                    if settings.record_timeline {
+                        latest_lines.clone_from(&eval.lines);
+                    }
+                    evaluated_held = held;
+                    // StreamIsActive sends a change of the answer; KEDA acts on `true` at once.
+                    let push = settings.trigger == Trigger::ExternalPush;
+                    if push && eval.activity.is_active() && !was_active {
+                        if let Some((to, why, line)) =
+                            keda_pass(policy, &cluster, &mut state, Activity::Active, now)
+                        {
+                            apply(
+                                &mut cluster,
+                                to,
+                                now,
+                                "push",
+                                why,
+                                reasons(line, &eval.lines),
+                            );
+                        }
+                    }
+                }
+                if tick % poll_every == 0 {
+                    // Before the first evaluation `serve` answers with an error: unknown.
+                    let activity = latest.map_or(Activity::Unknown, |l| l.1);
+                    if let Some((to, why, line)) =
+                        keda_pass(policy, &cluster, &mut state, activity, now)
+                    {
+                        let lines = reasons(line, &latest_lines);
+                        apply(&mut cluster, to, now, "keda", why, lines);
+                    }
+                }
+                if tick % hpa_every == 0 && cluster.current() > 0 {
+                    let current = cluster.current();
+                    let value = latest.and_then(|l| l.0);
+                    // What the value was made of, then the HPA's steps on it.
+                    let mut lines = latest_lines.clone();
+                    let sync =
+                        hpa_sync(policy, &mut state, current, current, value, now, &mut lines);
+                    apply(
+                        &mut cluster,
+                        sync.desired,
+                        now,
+                        "hpa",
+                        sync.why.name(),
+                        lines,
+                    );
+                }
+            }
+        }
+        if series_every.is_some_and(|e| tick % e == 0) {
+            series.push(SeriesPoint {
+                t: now,
+                replicas: cluster.replicas.len() as u32,
+                ready: cluster.ready(),
+                in_flight: cluster.in_flight() as u32,
+            });
+        }
+    }
+    Run {
+        outcomes,
+        replica_seconds: cluster.replica_seconds,
+        scale_events: cluster.scale_events,
+        cost_writes,
+        peak: cluster.peak,
+        timeline,
+        series,
+    }
+}
+
+/// `serve`'s deletion-cost writes after a scrape round's evaluation: the same round and plan,
+/// each write landing on the replica's annotation. Returns the writes made.
+fn annotate(
+    cluster: &mut Cluster,
+    scrape: &Scrape,
+    values: &[(Option<f64>, f64)],
+    budget: &mut deletion_cost::Budget,
+) -> u32 {
+    let (pods, near) = deletion_cost::round(&scrape.fleet, values, |name| {
+        let r = cluster.replicas.iter().find(|r| r.id.to_string() == name)?;
+        Some(r.deletion_cost)
+    });
+    let writes = deletion_cost::plan(&pods, near, budget, scrape.at);
+    for (pod, cost) in &writes {
+        if let Some(r) = cluster
+            .replicas
+            .iter_mut()
+            .find(|r| r.id.to_string() == *pod)
+        {
+            r.deletion_cost = Some(*cost);
+        }
+    }
+    writes.len() as u32
+}
+
+/// KEDA's action first, then the evaluation's reasons behind it.
+fn reasons(action: String, lines: &[String]) -> Vec<String> {
+    std::iter::once(action)
+        .chain(lines.iter().cloned())
+        .collect()
+}
+
+/// One pass of KEDA's operator (`keda::poll`), polled or pushed: the count it sets, and why.
+fn keda_pass(
+    policy: &Policy,
+    cluster: &Cluster,
+    state: &mut ScalerState,
+    activity: Activity,
+    now: f64,
+) -> Option<(u32, &'static str, String)> {
+    let current = cluster.current();
+    match keda::poll(
+        policy.min,
+        policy.cooldown_s,
+        current,
+        activity,
+        &mut state.last_active,
+        now,
+    ) {
+        keda::Poll::Activate { to } => Some((
+            to,
+            "activate",
+            format!(
+                "IsActive true at zero ({} request(s) held): KEDA activates",
+                cluster.held.len()
+            ),
+        )),
+        keda::Poll::ToZero { idle_s } => Some((
+            0,
+            "idle-to-zero",
+            keda::to_zero_line(idle_s, policy.cooldown_s),
+        )),
+        keda::Poll::Keep { .. } => None,
+    }
+}
+
+fn observation<'a>(
+    cluster: &Cluster,
+    scrape: Option<&'a Scrape>,
+    starting: &'a [f64],
+    now: f64,
+) -> Observation<'a> {
+    static NO_SCRAPE: Fleet = Fleet::empty();
+    let fleet = scrape.map_or(&NO_SCRAPE, |s| &s.fleet);
+    let current = cluster.current();
+    Observation {
+        starting_since: starting,
+        ..fleet.observation(
+            now,
+            current,
+            Some(current),
+            Some(cluster.held.len() as f64),
+            scrape.map(|s| s.at),
+        )
+    }
+}
