@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 #[path = "hpa_vectors/assertion.rs"]
 mod assertion;
+#[path = "hpa_vectors/conditions.rs"]
+mod conditions;
 #[path = "hpa_vectors/store.rs"]
 mod store;
 
@@ -125,7 +127,14 @@ fn expected_keys(kind: &str) -> &'static [&'static str] {
             "desiredReplicasWithProductionFactor2",
         ],
         "metric_replicas" => &["replicas", "usageMilli"],
-        "controller_reconcile" => &["desiredReplicas", "scalingLimitedReason"],
+        "controller_reconcile" => &[
+            "desiredReplicas",
+            "scalingLimitedReason",
+            "expectedConditions",
+            "scaleUpdated",
+            "eventCreated",
+            "reconciliationAction",
+        ],
         "integration_step" => &[
             "assertion",
             "unexpected",
@@ -622,6 +631,26 @@ fn controller_reconcile(inputs: &Value, expected: &Value) -> Outcome {
         };
         check("scalingLimitedReason", got, want)?;
     }
+    let changed = r.desired != current;
+    for key in ["scaleUpdated", "eventCreated"] {
+        if let Some(want) = expected.get(key) {
+            let want = want
+                .as_bool()
+                .ok_or_else(|| format!("{key}: {want} is not a boolean"))?;
+            check(key, changed, want)?;
+        }
+    }
+    if let Some(want) = expected.get("reconciliationAction") {
+        let got = match r.desired.cmp(&current) {
+            std::cmp::Ordering::Greater => "scale_up",
+            std::cmp::Ordering::Less => "scale_down",
+            std::cmp::Ordering::Equal => "none",
+        };
+        check("reconciliationAction", Some(got), want.as_str())?;
+    }
+    if let Some(want) = expected.get("expectedConditions") {
+        conditions::check(want, &conditions::derive(inputs, current, &r))?;
+    }
     Ok(())
 }
 
@@ -763,5 +792,27 @@ fn unknown_forms_fail_by_name() {
             "{failure}"
         );
         assert!(failure.contains(form), "{failure}");
+    }
+}
+
+/// `TestTooFewReplicas` rescales 2 -> 3 on a pre-check: a vector claiming it did not, or that it
+/// set `ScalingLimited`, fails.
+#[test]
+fn false_conditions_fail() {
+    let v = transcribed("tx-ctl-19");
+    assert_eq!(check_vector(&v, "t"), Ok(()));
+    for expected in [
+        serde_json::json!({"desiredReplicas": 3, "expectedConditions": [
+            {"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale"}]}),
+        serde_json::json!({"desiredReplicas": 3, "expectedConditions": [
+            {"type": "ScalingLimited", "status": "True", "reason": "TooFewReplicas"}]}),
+        serde_json::json!({"desiredReplicas": 3, "expectedConditions": [
+            {"type": "AbleToScale", "status": "Maybe"}]}),
+        serde_json::json!({"desiredReplicas": 3, "scaleUpdated": false}),
+        serde_json::json!({"desiredReplicas": 3, "reconciliationAction": "none"}),
+    ] {
+        let failure = check_vector(&with_expected(v.clone(), expected.clone()), "t")
+            .expect_err(&format!("{expected} passed"));
+        assert!(failure.starts_with("tx-ctl-19 "), "{failure}");
     }
 }
