@@ -19,6 +19,10 @@ use infscale::scaling::hpa::{
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+#[path = "hpa_vectors/assertion.rs"]
+mod assertion;
+#[path = "hpa_vectors/conditions.rs"]
+mod conditions;
 #[path = "hpa_vectors/store.rs"]
 mod store;
 
@@ -61,25 +65,27 @@ fn check_dir(dir: &Path) {
     files.sort();
     let (mut passed, mut failures) = (0, Vec::new());
     for file in &files {
-        let text =
-            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let doc: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: not JSON: {e}", file.display()));
+        let doc = std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                serde_json::from_str::<Value>(&text).map_err(|e| format!("not JSON: {e}"))
+            });
+        let doc = match doc {
+            Ok(doc) => doc,
+            Err(e) => {
+                failures.push(format!("{}: {e}", file.display()));
+                continue;
+            }
+        };
         let Some(vectors) = doc["vectors"].as_array() else {
             failures.push(format!("{}: no \"vectors\" array", file.display()));
             continue;
         };
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
         for v in vectors {
-            let id = v["id"].as_str().unwrap_or("?");
-            match run(v) {
+            match check_vector(v, &name) {
                 Ok(()) => passed += 1,
-                Err(actual) => failures.push(format!(
-                    "{id} ({}, {}): inputs {} expected {} actual: {actual}",
-                    v["kind"].as_str().unwrap_or("?"),
-                    file.file_name().unwrap_or_default().to_string_lossy(),
-                    v["inputs"],
-                    v["expected"]
-                )),
+                Err(failure) => failures.push(failure),
             }
         }
     }
@@ -92,10 +98,79 @@ fn check_dir(dir: &Path) {
     assert!(failures.is_empty(), "{} vector(s) failed", failures.len());
 }
 
+/// Runs one vector; a failure is reported with its id, kind, file, inputs, expectation and
+/// what infscale did (or which part of the vector could not be read).
+fn check_vector(v: &Value, file: &str) -> Result<(), String> {
+    run(v).map_err(|actual| {
+        format!(
+            "{} ({}, {file}): inputs {} expected {} actual: {actual}",
+            v["id"].as_str().unwrap_or("?"),
+            v["kind"].as_str().unwrap_or("?"),
+            v["inputs"],
+            v["expected"]
+        )
+    })
+}
+
+/// What each stage reads from `expected`; any other key is an assertion the harness cannot
+/// check, and fails the vector rather than being passed over.
+fn expected_keys(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "stabilization_only" => &["desiredReplicas", "storedRecommendations"],
+        "legacy_stabilization_only" => &["desiredReplicas", "storedRecommendationsLength"],
+        "rate_limit_only" => &["desiredReplicas", "reason"],
+        "scale_up_limit_only" | "scale_down_limit_only" => &["limit"],
+        "replicas_change_per_period" => &["replicaChangeInPeriod"],
+        "legacy_rules_only" => &[
+            "desiredReplicas",
+            "reason",
+            "desiredReplicasWithProductionFactor2",
+        ],
+        "metric_replicas" => &["replicas", "usageMilli"],
+        "controller_reconcile" => &[
+            "desiredReplicas",
+            "scalingLimitedReason",
+            "expectedConditions",
+            "scaleUpdated",
+            "eventCreated",
+            "reconciliationAction",
+        ],
+        "integration_step" => &[
+            "assertion",
+            "unexpected",
+            "unexpectedAssertion",
+            "steadyStateDesiredReplicas",
+        ],
+        "store_scale_event" => store::EXPECTED_KEYS,
+        _ => &[],
+    }
+}
+
+/// Keys of `expected` that are remarks, not assertions.
+const REMARKS: [&str; 2] = ["note", "comment"];
+
+fn known_expectations(kind: &str, expected: &Value) -> Outcome {
+    let map = expected
+        .as_object()
+        .ok_or_else(|| format!("expected is not an object: {expected}"))?;
+    let known = expected_keys(kind);
+    match map
+        .keys()
+        .find(|k| !known.contains(&k.as_str()) && !REMARKS.contains(&k.as_str()))
+    {
+        Some(key) => Err(format!("unknown expectation {key:?} for kind {kind:?}")),
+        None => Ok(()),
+    }
+}
+
 fn run(v: &Value) -> Outcome {
     let inputs = &v["inputs"];
     let expected = &v["expected"];
-    match v["kind"].as_str().unwrap_or_default() {
+    let kind = v["kind"].as_str().unwrap_or_default();
+    if !expected_keys(kind).is_empty() {
+        known_expectations(kind, expected)?;
+    }
+    match kind {
         "stabilization_only" => stabilization(inputs, expected),
         "legacy_stabilization_only" => legacy_stabilization(inputs, expected),
         "rate_limit_only" => rate_limit(inputs, expected),
@@ -360,7 +435,29 @@ fn legacy_rules(inputs: &Value, expected: &Value) -> Outcome {
         "reason",
         reason.name(),
         expected["reason"].as_str().unwrap_or_default(),
-    )
+    )?;
+    if expected
+        .get("desiredReplicasWithProductionFactor2")
+        .is_some()
+    {
+        let production = Controller {
+            scale_up_limit_factor: 2.0,
+            ..c
+        };
+        let (got, _) = rate::legacy(
+            &production,
+            uint(inputs, "currentReplicas")?,
+            uint(inputs, "desiredReplicas")?,
+            uint(inputs, "minReplicas")?,
+            uint(inputs, "maxReplicas")?,
+        );
+        check(
+            "desiredReplicasWithProductionFactor2",
+            got,
+            uint(expected, "desiredReplicasWithProductionFactor2")?,
+        )?;
+    }
+    Ok(())
 }
 
 /// A metric's samples under the first of `keys` present; `None` when absent or empty (nothing
@@ -534,6 +631,26 @@ fn controller_reconcile(inputs: &Value, expected: &Value) -> Outcome {
         };
         check("scalingLimitedReason", got, want)?;
     }
+    let changed = r.desired != current;
+    for key in ["scaleUpdated", "eventCreated"] {
+        if let Some(want) = expected.get(key) {
+            let want = want
+                .as_bool()
+                .ok_or_else(|| format!("{key}: {want} is not a boolean"))?;
+            check(key, changed, want)?;
+        }
+    }
+    if let Some(want) = expected.get("reconciliationAction") {
+        let got = match r.desired.cmp(&current) {
+            std::cmp::Ordering::Greater => "scale_up",
+            std::cmp::Ordering::Less => "scale_down",
+            std::cmp::Ordering::Equal => "none",
+        };
+        check("reconciliationAction", Some(got), want.as_str())?;
+    }
+    if let Some(want) = expected.get("expectedConditions") {
+        conditions::check(want, &conditions::derive(inputs, current, &r))?;
+    }
     Ok(())
 }
 
@@ -557,31 +674,145 @@ fn integration_step(inputs: &Value, expected: &Value) -> Outcome {
         current = reconcile(&c, &spec, &mut state, current, raw, now).desired;
         seen.push(current);
     }
-    let assertion = &expected["assertion"];
-    let known = ["atLeastReplicas", "noMoreThanReplicas", "equalReplicas"];
-    if let Some(key) = assertion
-        .as_object()
-        .and_then(|o| o.keys().find(|k| !known.contains(&k.as_str())))
-    {
-        return Err(format!("unknown assertion {key:?}"));
-    }
-    if let Some(n) = assertion["equalReplicas"].as_u64() {
-        if !seen.iter().any(|&r| u64::from(r) == n) {
-            return Err(format!("never equal to {n}: {seen:?}"));
-        }
-    }
-    if let Some(n) = assertion["atLeastReplicas"].as_u64() {
-        if !seen.iter().any(|&r| u64::from(r) >= n) {
-            return Err(format!("never reached {n}: {seen:?}"));
-        }
-    }
-    if let Some(n) = assertion["noMoreThanReplicas"].as_u64() {
-        if !seen.iter().any(|&r| u64::from(r) <= n) {
-            return Err(format!("never came down to {n}: {seen:?}"));
-        }
-    }
+    assertion::check(&assertion::read(expected)?, &seen)?;
     if let Some(n) = expected["steadyStateDesiredReplicas"].as_u64() {
         check("steady state", u64::from(current), n).map_err(|e| format!("{e} after {seen:?}"))?;
     }
     Ok(())
+}
+
+// ---- the harness against itself ----
+
+/// A vector of the repository's transcribed file, by id.
+fn transcribed(id: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hpa/transcribed-vectors.json");
+    let text = std::fs::read_to_string(&path).expect("tests/hpa/transcribed-vectors.json");
+    let doc: Value = serde_json::from_str(&text).expect("transcribed-vectors.json is JSON");
+    doc["vectors"]
+        .as_array()
+        .and_then(|list| list.iter().find(|v| v["id"] == id))
+        .cloned()
+        .unwrap_or_else(|| panic!("no vector {id}"))
+}
+
+fn with_expected(mut v: Value, expected: Value) -> Value {
+    v["expected"] = expected;
+    v
+}
+
+/// `TestHPAWithTolerance/scale_up_in_tolerance` stays at 37: asserting that it never reaches
+/// 37 (or never drops to 37, or never equals it) is false and must fail, naming the vector.
+#[test]
+fn a_false_never_assertion_fails() {
+    let v = transcribed("tx-integ-tol-02");
+    assert_eq!(check_vector(&v, "t"), Ok(()));
+    for assertion in [
+        serde_json::json!({"assertion": {"neverAtLeastReplicas": 37}}),
+        serde_json::json!({"assertion": {"neverNoMoreThanReplicas": 37}}),
+        serde_json::json!({"assertion": {"neverEqualReplicas": 37}}),
+        serde_json::json!({"assertion": {"neverReaches": 36}}),
+        serde_json::json!({"assertion": {"neverDropsBelow": 38}}),
+        serde_json::json!({"unexpected": {"atLeastReplicas": 37}}),
+        serde_json::json!({"assertion": {"unexpected": "noMoreThanReplicas(40)"}}),
+        serde_json::json!({"assertion": {"atLeastReplicas": 38}}),
+    ] {
+        let failure = check_vector(&with_expected(v.clone(), assertion.clone()), "t")
+            .expect_err(&format!("{assertion} passed"));
+        assert!(failure.starts_with("tx-integ-tol-02 "), "{failure}");
+    }
+}
+
+/// The same conditions, true, in each form the harness reads.
+#[test]
+fn never_assertions_in_each_form() {
+    let up = transcribed("tx-integ-tol-02");
+    for assertion in [
+        serde_json::json!({"assertion": {"notAtLeastReplicas": 38}}),
+        serde_json::json!({"assertion": {"neverReaches": 38, "neverDropsTo": 36}}),
+        serde_json::json!({"assertion": {"neverDropsBelow": 37, "equalReplicas": 37}}),
+        serde_json::json!({"assertion": {"never": {"atLeastReplicas": 38}}}),
+        serde_json::json!({"unexpected": "atLeastReplicas(38)", "assertion": "equalReplicas(37)"}),
+        serde_json::json!({"unexpectedAssertion": [{"atLeastReplicas": 38}, "equalReplicas(36)"]}),
+    ] {
+        let v = with_expected(up.clone(), assertion.clone());
+        assert_eq!(check_vector(&v, "t"), Ok(()), "{assertion}");
+    }
+}
+
+/// A form the harness does not know fails the vector, naming the id and the form; so does an
+/// integration step with no assertion at all.
+#[test]
+fn unknown_forms_fail_by_name() {
+    let step = transcribed("tx-integ-tol-02");
+    let reconcile = transcribed("tx-ctl-01");
+    for (v, form) in [
+        (
+            with_expected(
+                step.clone(),
+                serde_json::json!({"assertion": {"soonReplicas": 37}}),
+            ),
+            "soonReplicas",
+        ),
+        (
+            with_expected(
+                step.clone(),
+                serde_json::json!({"assertion": "fewerReplicas(3)"}),
+            ),
+            "fewerReplicas(3)",
+        ),
+        (
+            with_expected(
+                step.clone(),
+                serde_json::json!({"assertion": {"neverAtLeastReplicas": "x"}}),
+            ),
+            "neverAtLeastReplicas",
+        ),
+        (
+            with_expected(
+                step.clone(),
+                serde_json::json!({"steadyStateDesiredReplicas": 37}),
+            ),
+            "no assertion",
+        ),
+        (
+            with_expected(
+                reconcile.clone(),
+                serde_json::json!({"desiredReplicas": 5, "expectedEvents": ["SuccessfulRescale"]}),
+            ),
+            "expectedEvents",
+        ),
+        (
+            with_expected(reconcile, serde_json::json!([5])),
+            "not an object",
+        ),
+    ] {
+        let failure = check_vector(&v, "t").expect_err(form);
+        assert!(
+            failure.starts_with(&format!("{} ", v["id"].as_str().unwrap_or_default())),
+            "{failure}"
+        );
+        assert!(failure.contains(form), "{failure}");
+    }
+}
+
+/// `TestTooFewReplicas` rescales 2 -> 3 on a pre-check: a vector claiming it did not, or that it
+/// set `ScalingLimited`, fails.
+#[test]
+fn false_conditions_fail() {
+    let v = transcribed("tx-ctl-19");
+    assert_eq!(check_vector(&v, "t"), Ok(()));
+    for expected in [
+        serde_json::json!({"desiredReplicas": 3, "expectedConditions": [
+            {"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale"}]}),
+        serde_json::json!({"desiredReplicas": 3, "expectedConditions": [
+            {"type": "ScalingLimited", "status": "True", "reason": "TooFewReplicas"}]}),
+        serde_json::json!({"desiredReplicas": 3, "expectedConditions": [
+            {"type": "AbleToScale", "status": "Maybe"}]}),
+        serde_json::json!({"desiredReplicas": 3, "scaleUpdated": false}),
+        serde_json::json!({"desiredReplicas": 3, "reconciliationAction": "none"}),
+    ] {
+        let failure = check_vector(&with_expected(v.clone(), expected.clone()), "t")
+            .expect_err(&format!("{expected} passed"));
+        assert!(failure.starts_with("tx-ctl-19 "), "{failure}");
+    }
 }

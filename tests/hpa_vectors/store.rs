@@ -14,6 +14,17 @@ use infscale::scaling::hpa::rate;
 use infscale::scaling::hpa::{Behavior, Rules, ScaleEvent, State};
 use serde_json::Value;
 
+/// The keys of `expected` this stage reads.
+pub const EXPECTED_KEYS: &[&str] = &[
+    "replicaChangeInPeriod",
+    "expectedReplicasChange",
+    "storedScaleEvents",
+    "newScaleEvents",
+    "storedScaleUpEvents",
+    "storedScaleDownEvents",
+    "events",
+];
+
 /// The first of `keys` that the object holds (not null).
 fn first<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
     keys.iter().map(|k| &v[*k]).find(|x| !x.is_null())
