@@ -14,13 +14,13 @@ use super::budget::{Budget, Reservation};
 use super::conn_watch::ConnShared;
 use super::hold::{Admission, Release, RouteState, Turn};
 use super::limits::Limits;
+use super::pump::{BoxError, ProxyBody};
 use super::routes::Route;
 use super::telemetry::Telemetry;
 use super::written::SignallingConnector;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
@@ -29,9 +29,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
 /// The upstream client: pooled connections, and fresh ones for a request sent again.
 pub type UpstreamClient = Client<SignallingConnector<HttpConnector>, UpstreamBody>;

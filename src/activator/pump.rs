@@ -11,7 +11,6 @@
 //! error, and a client that takes nothing for `client_stall` has its upstream dropped (the
 //! answer, if it is ever read again, ends with an error, never cut short as if complete).
 
-use super::proxy::{BoxError, ProxyBody};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -21,6 +20,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// The error a body of the activator may end with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The body every answer of the activator has: upstream bodies carried, and its own.
+pub type ProxyBody = http_body_util::combinators::BoxBody<Bytes, BoxError>;
 
 /// Starts carrying `incoming` to the returned body; `keep` (the request's place in the counts)
 /// lives until the answer ends or is given up.

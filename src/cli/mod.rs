@@ -98,7 +98,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 pub fn run_tuning(command: Tuning) -> anyhow::Result<ExitCode> {
     match command {
         Tuning::Gpu(args) => gpu::run(*args),
-        Tuning::Simulate(args) => simulate::run(*args),
+        // The suite and the seeds are the day table's siblings: each reads `simulate`'s flags.
+        Tuning::Simulate(args) if args.suite => suite::simulate(&args, &simulate::specs(&args)),
+        Tuning::Simulate(args) => match args.seeds {
+            Some(n) => seeds::simulate(&args, n, &simulate::specs(&args)),
+            None => simulate::run(*args),
+        },
+        Tuning::Tune(args) if args.suite => {
+            tune::check_numbers(&args)?;
+            tune_suite::run(&args)
+        }
         Tuning::Tune(args) => tune::run(*args),
     }
 }

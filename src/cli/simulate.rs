@@ -361,7 +361,8 @@ pub struct Args {
     pub sim: SimArgs,
 }
 
-fn specs(args: &Args) -> Vec<String> {
+/// The policies to run: the flags' or the default ones.
+pub fn specs(args: &Args) -> Vec<String> {
     if args.policies.is_empty() {
         DEFAULT_POLICIES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -370,12 +371,6 @@ fn specs(args: &Args) -> Vec<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.suite {
-        return super::suite::simulate(&args, &specs(&args));
-    }
-    if let Some(n) = args.seeds {
-        return super::seeds::simulate(&args, n, &specs(&args));
-    }
     let source = args.sim.source()?;
     let trace = source.trace(0)?;
     let mut settings = args.sim.settings(&source)?;

@@ -319,7 +319,7 @@ impl Args {
 }
 
 /// The numbers a run would otherwise only read at its end, checked before it starts.
-fn check_numbers(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn check_numbers(args: &Args) -> anyhow::Result<()> {
     if !(args.cut_weight.is_finite() && (0.0..=1e6).contains(&args.cut_weight)) {
         bail!(
             "--cut-weight {}: expected a number from 0 to 1000000",
@@ -342,9 +342,6 @@ fn check_numbers(args: &Args) -> anyhow::Result<()> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     check_numbers(&args)?;
-    if args.suite {
-        return super::tune_suite::run(&args);
-    }
     let source = args.sim.source()?;
     let all = traces(&args, &source)?;
     let traces = &all.chosen;

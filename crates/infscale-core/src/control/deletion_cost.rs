@@ -19,9 +19,6 @@ use std::collections::VecDeque;
 /// The annotation the ReplicaSet controller reads when it picks pods to delete.
 pub const ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
 
-/// Writes per target per minute when the metadata names no other.
-pub const DEFAULT_WRITES_PER_MINUTE: u32 = 60;
-
 /// One Ready pod: its in-flight requests now and the cost it carries (`None`: no annotation,
 /// which the ReplicaSet reads as 0).
 #[derive(Debug, Clone, PartialEq)]

@@ -194,7 +194,7 @@ pub struct Policy {
     #[serde(default = "default_decode_rate")]
     pub decode_rate: f64,
     /// Keep each Ready pod's deletion cost at its in-flight requests while a scale-down is near
-    /// ([`crate::control::deletion_cost`]).
+    /// (`control::deletion_cost`).
     #[serde(default)]
     pub deletion_cost: bool,
     /// The deletion-cost writes allowed per target per minute.
@@ -233,8 +233,11 @@ pub const DEFAULT_PREFILL_RATE: f64 = 24_750.0;
 /// at a full batch of 256 with 1,000-token contexts (`infscale gpu`).
 pub const DEFAULT_DECODE_RATE: f64 = 12_114.0;
 
+/// `deletioncostwrites` when a policy names none: pod-deletion-cost writes per target per minute.
+pub const DEFAULT_WRITES_PER_MINUTE: u32 = 60;
+
 fn default_cost_writes() -> u32 {
-    crate::control::deletion_cost::DEFAULT_WRITES_PER_MINUTE
+    DEFAULT_WRITES_PER_MINUTE
 }
 
 fn key_names() -> String {
@@ -274,7 +277,7 @@ impl Policy {
             prefill_rate: DEFAULT_PREFILL_RATE,
             decode_rate: DEFAULT_DECODE_RATE,
             deletion_cost: false,
-            deletion_cost_writes: crate::control::deletion_cost::DEFAULT_WRITES_PER_MINUTE,
+            deletion_cost_writes: DEFAULT_WRITES_PER_MINUTE,
             also: Vec::new(),
             behavior: Some(Behavior::default()),
             controller: Controller::default(),

@@ -149,8 +149,7 @@ pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str
             "deletioncost" if policy.deletion_cost => "true".to_owned(),
             "deletioncostwrites"
                 if policy.deletion_cost
-                    && policy.deletion_cost_writes
-                        != crate::control::deletion_cost::DEFAULT_WRITES_PER_MINUTE =>
+                    && policy.deletion_cost_writes != crate::policy::DEFAULT_WRITES_PER_MINUTE =>
             {
                 policy.deletion_cost_writes.to_string()
             }

@@ -11,7 +11,7 @@
 
 use super::cluster::{Cluster, Fate};
 use super::replica::Hardware;
-use super::run::{Settings, Start};
+use super::settings::{Settings, Start};
 use super::trace::Trace;
 use serde::Serialize;
 

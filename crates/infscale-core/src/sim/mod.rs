@@ -19,6 +19,7 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod seeds;
+pub mod settings;
 pub mod suite;
 pub mod trace;
 pub mod tune;

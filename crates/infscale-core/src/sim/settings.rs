@@ -1,0 +1,98 @@
+//! How a simulation runs: which control loop, which KEDA trigger, the engine's step, the
+//! periods, the SLO, the faults and the start. Its own file so the run and the clairvoyant bound
+//! both read it without reading each other.
+
+use super::cluster::Balancer;
+use serde::Serialize;
+
+/// Which control loop drives the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Hpa,
+    Keda,
+}
+
+/// The KEDA trigger type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    External,
+    ExternalPush,
+}
+
+/// How the simulation runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub mode: Mode,
+    pub trigger: Trigger,
+    /// Engine step, seconds.
+    pub dt: f64,
+    /// HPA sync period (the controller's 15 s).
+    pub hpa_period_s: f64,
+    /// KEDA's pollingInterval.
+    pub polling_interval_s: f64,
+    /// How often `serve` scrapes the pods.
+    pub scrape_interval_s: f64,
+    /// A first token later than this misses the SLO.
+    pub slo_ttft_s: f64,
+    /// How long the activator holds a request before answering 504.
+    pub hold_timeout_s: f64,
+    pub record_timeline: bool,
+    /// Sample replicas and demand every this many seconds (0: no series).
+    pub series_every_s: f64,
+    /// The chance that one replica's scrape fails (0 to 1), drawn per replica per scrape.
+    pub unreadable: f64,
+    /// How long a replica removed by a scale-down serves what it holds before what is left is
+    /// cut (vLLM's `--shutdown-timeout`, within the pod's `terminationGracePeriodSeconds`;
+    /// infinite: until it is done).
+    pub drain_s: f64,
+    /// Cold starts vary around the GPU model's by this log-normal sigma (0: all equal).
+    pub cold_start_spread: f64,
+    /// How arrivals are spread over the ready replicas.
+    pub balancer: Balancer,
+    /// Replicas already Ready at time 0.
+    pub start: Start,
+}
+
+/// How many replicas are Ready at time 0. A trace that starts mid-day starts warm: a replay of
+/// a busy hour from one cold replica measures a start-up transient no operator lives through.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// The policy's `min`, at least one.
+    #[default]
+    Policy,
+    /// This many (never fewer than the policy's `min`).
+    Replicas(u32),
+    /// As many as the clairvoyant bound wants before a replica ordered at time 0 could be
+    /// Ready (its most over the first cold start).
+    Bound,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mode: Mode::Keda,
+            trigger: Trigger::ExternalPush,
+            dt: 0.25,
+            hpa_period_s: 15.0,
+            polling_interval_s: 30.0,
+            scrape_interval_s: 5.0,
+            slo_ttft_s: 2.0,
+            hold_timeout_s: 300.0,
+            record_timeline: false,
+            series_every_s: 0.0,
+            unreadable: 0.0,
+            drain_s: DEFAULT_DRAIN_S,
+            cold_start_spread: 0.0,
+            balancer: Balancer::LeastRequest,
+            start: Start::Policy,
+        }
+    }
+}
+
+/// The drain the example manifests ship (`manifests/examples/`): a removed pod serves what it
+/// holds for 120 s (vLLM's `--shutdown-timeout 120`, within its `terminationGracePeriodSeconds`)
+/// before what is left is cut. vLLM's own default, 0, aborts in-flight requests at SIGTERM.
+pub const DEFAULT_DRAIN_S: f64 = 120.0;
