@@ -5,7 +5,8 @@ use super::policy_args::PolicyArgs;
 use super::read::{read_all, SourceArgs};
 use super::state_file::{load_state, save_state};
 use super::table;
-use crate::scaling::{decide, Decision, Policy};
+use crate::scaling::cycle::standalone;
+use crate::scaling::{Decision, Policy};
 use anyhow::bail;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,7 +64,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let current = current_flag.unwrap_or(fleet.outcomes.len() as u32);
     let observation = fleet.observation(now, current, status, Some(held), Some(now));
-    let decision = decide(&policy, &observation, &mut state);
+    // The standalone HPA's one step: the decision, and the action with its reasons.
+    let (decision, action) = standalone(&policy, &observation, &mut state);
     save_state(args.state.as_deref(), &state)?;
     if args.json {
         let json = serde_json::json!({
@@ -84,7 +86,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "activity": decision.activity,
             "proposal": decision.proposal,
             "why": decision.why,
-            "reasons": decision.lines,
+            "reasons": action.lines,
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(ExitCode::SUCCESS);
@@ -92,14 +94,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !fleet.outcomes.is_empty() {
         print!("{}", table::render(&fleet.outcomes));
     }
-    print(&decision, &policy);
+    print(&decision, &action.lines, &policy);
     Ok(ExitCode::SUCCESS)
 }
 
 /// The decision's headline and reasons, as `decide` and `kube` print them.
-pub(super) fn print(decision: &Decision, policy: &Policy) {
+pub(super) fn print(decision: &Decision, lines: &[String], policy: &Policy) {
     println!("{}", decision.headline(policy));
-    for line in &decision.lines {
+    for line in lines {
         println!("  {line}");
     }
 }

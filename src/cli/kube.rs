@@ -102,7 +102,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("{}: {e}: this pod does not vote", o.name);
         }
     }
-    super::decide::print(&reading.decision, &policy);
+    super::decide::print(&reading.decision, &reading.decision.lines, &policy);
     let desired = reading.decision.desired;
     if args.apply && desired != reading.current {
         if desired < reading.current && policy.deletion_cost {

@@ -67,10 +67,10 @@ pub struct SimArgs {
     #[arg(long, default_value = "external-push", value_parser = ["external", "external-push"])]
     pub trigger: String,
     /// KEDA pollingInterval, seconds.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = crate::scaling::cycle::POLLING_INTERVAL_S)]
     pub polling_interval: f64,
     /// How often the scaler scrapes the pods, seconds.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = crate::scaling::cycle::SCRAPE_INTERVAL_S)]
     pub scrape_interval: f64,
     /// A first token later than this misses the SLO, seconds.
     #[arg(long, default_value_t = 2.0)]

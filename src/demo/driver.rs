@@ -4,22 +4,20 @@
 //! It asks `GetMetricSpec` once, follows `StreamIsActive` (a `true` at zero activates at once, as
 //! KEDA does for an `external-push` trigger), polls `IsActive` every pollingInterval (KEDA's step
 //! to and from zero, `keda::poll`), and every HPA period reads `GetMetrics` for each metric of the
-//! spec and runs the HPA's reconcile (`hpa_sync`) on the values, the largest count winning. Periods and the policy are in simulated seconds; the
-//! calls happen on the wall clock.
+//! spec and runs the HPA's reconcile on the values, the largest count winning. Each of those steps
+//! is the core's control loop (`scaling::cycle`), the one the simulator plays. Periods and the
+//! policy are in simulated seconds; the calls happen on the wall clock.
 
 use super::clock::SimClock;
 use super::deployment::Deployment;
 use crate::scaling::activity::Activity;
-use crate::scaling::{hpa_sync, keda, Policy, ScalerState};
+use crate::scaling::cycle::{Action, Cycle, HPA_SYNC_PERIOD_S, POLLING_INTERVAL_S};
+use crate::scaling::{Policy, ScalerState};
 use crate::serve::proto::external_scaler_client::ExternalScalerClient;
 use crate::serve::proto::{GetMetricsRequest, ScaledObjectRef};
 use crate::sim::run::{SeriesPoint, TimelineEntry};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
-
-/// KEDA's pollingInterval and the HPA's sync period, simulated seconds.
-pub const POLLING_INTERVAL_S: f64 = 30.0;
-pub const HPA_PERIOD_S: f64 = 15.0;
 
 /// What the driver saw and did, for the summary and the plot.
 #[derive(Debug, Default)]
@@ -45,6 +43,8 @@ pub struct Driver {
     metrics: Vec<String>,
     policy: Policy,
     state: ScalerState,
+    /// KEDA's operator and the HPA, as the simulator plays them.
+    cycle: Cycle,
     pub latest: Latest,
     pub record: Record,
     next_poll: f64,
@@ -88,6 +88,7 @@ impl Driver {
                 last_active: Some(0.0),
                 ..ScalerState::default()
             },
+            cycle: Cycle::new(false),
             latest: Latest::default(),
             record: Record::default(),
             next_poll: 0.0,
@@ -112,27 +113,19 @@ impl Driver {
         })
     }
 
-    fn apply(
-        &mut self,
-        d: &mut Deployment,
-        to: u32,
-        now: f64,
-        by: &'static str,
-        why: &str,
-        lines: Vec<String>,
-    ) {
+    fn apply(&mut self, d: &mut Deployment, action: Action, now: f64) {
         let from = d.current();
-        if to != from {
+        if action.to != from {
             self.record.timeline.push(TimelineEntry {
                 t: now,
-                by,
+                by: action.by.name(),
                 from,
-                to,
-                why: why.to_owned(),
-                lines,
+                to: action.to,
+                why: action.cause.name().to_owned(),
+                lines: action.lines,
             });
         }
-        d.scale(to, now);
+        d.scale(action.to, now);
     }
 
     /// One pass at simulated time `now`: the push stream, KEDA's poll, the HPA's sync.
@@ -140,17 +133,8 @@ impl Driver {
         let now = clock.now();
         let pushed = *self.pushed.borrow_and_update();
         if pushed && d.current() == 0 {
-            let poll = keda::poll(
-                self.policy.min,
-                self.policy.cooldown_s,
-                0,
-                Activity::Active,
-                &mut self.state.last_active,
-                now,
-            );
-            if let keda::Poll::Activate { to } = poll {
-                let line = "StreamIsActive true at zero: KEDA activates".to_owned();
-                self.apply(d, to, now, "push", "activate", vec![line]);
+            if let Some(action) = self.cycle.push(&self.policy, &mut self.state, 0, None, now) {
+                self.apply(d, action, now);
             }
         }
         if now >= self.next_poll {
@@ -168,56 +152,37 @@ impl Driver {
                 None => Activity::Unknown,
             };
             let current = d.current();
-            match keda::poll(
-                self.policy.min,
-                self.policy.cooldown_s,
-                current,
-                activity,
-                &mut self.state.last_active,
-                now,
-            ) {
-                keda::Poll::Activate { to } => {
-                    let line = format!("IsActive {active:?} at zero: KEDA activates");
-                    self.apply(d, to, now, "keda", "activate", vec![line]);
-                }
-                keda::Poll::ToZero { idle_s } => {
-                    let line = keda::to_zero_line(idle_s, self.policy.cooldown_s);
-                    self.apply(d, 0, now, "keda", "idle-to-zero", vec![line]);
-                }
-                keda::Poll::Keep { .. } => {}
+            if let Some(action) =
+                self.cycle
+                    .poll(&self.policy, &mut self.state, current, activity, None, now)
+            {
+                self.apply(d, action, now);
             }
         }
         if now >= self.next_hpa {
             if self.next_hpa > 0.0 {
                 self.record.hpa_late.push(now - self.next_hpa);
             }
-            self.next_hpa = now + HPA_PERIOD_S;
+            self.next_hpa = now + HPA_SYNC_PERIOD_S;
             let mut values = Vec::with_capacity(self.metrics.len());
             for name in self.metrics.clone() {
                 values.push(self.metric_value(name).await);
             }
             let value = values.first().copied().flatten();
             self.latest.value = value;
-            // The further metrics' values, where `hpa_sync` takes the largest proposal.
-            self.state
-                .others
-                .resize_with(self.policy.also.len(), Default::default);
-            for (other, v) in self.state.others.iter_mut().zip(values.iter().skip(1)) {
-                other.value = *v;
-            }
+            // The further metrics' values too: the HPA takes the largest proposal.
             let current = d.current();
-            if current > 0 {
-                let mut lines = Vec::new();
-                let sync = hpa_sync(
-                    &self.policy,
-                    &mut self.state,
-                    current,
-                    current,
-                    value,
-                    now,
-                    &mut lines,
-                );
-                self.apply(d, sync.desired, now, "hpa", sync.why.name(), lines);
+            let others = values.get(1..).unwrap_or_default();
+            let synced = self.cycle.sync(
+                &self.policy,
+                &mut self.state,
+                current,
+                value,
+                Some(others),
+                now,
+            );
+            if let Some(action) = synced {
+                self.apply(d, action, now);
             }
             let point = SeriesPoint {
                 t: now,

@@ -18,6 +18,7 @@ pub mod service;
 
 use crate::activator::routes::{GivenEndpoints, Readiness, RouteSpec};
 use crate::emulate::{Dialect, EmulateConfig};
+use crate::scaling::cycle::HPA_SYNC_PERIOD_S;
 use crate::scaling::Policy;
 use crate::serve::proto::ScaledObjectRef;
 use crate::sim::gpu::GpuModel;
@@ -258,13 +259,13 @@ pub async fn run(
         let flight = in_flight.load(Ordering::Relaxed) as u32;
         driver.step(&mut deployment, &clock, flight).await;
         if now >= next_line {
-            next_line = now + driver::HPA_PERIOD_S;
+            next_line = now + HPA_SYNC_PERIOD_S;
             let rate = trace
                 .requests
                 .iter()
-                .filter(|r| r.arrival <= now && r.arrival > now - 15.0)
+                .filter(|r| r.arrival <= now && r.arrival > now - HPA_SYNC_PERIOD_S)
                 .count() as f64
-                / 15.0;
+                / HPA_SYNC_PERIOD_S;
             let (running, waiting) = deployment.load();
             let held = held_now(&admin_client, admin).await;
             let mut line = format!(

@@ -19,18 +19,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{watch, Notify};
 
-/// What the follower last saw.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Counts {
-    /// Not connected yet.
-    Unknown,
-    /// This target's host's counts (zero when the activator does not list the host).
-    Seen(HostCounts),
-    /// Some activator pods read (their sum), others not (why).
-    Partial { read: HostCounts, failed: String },
-    /// The activator cannot be read.
-    Failed(String),
-}
+/// What the follower last saw: the core's [`Counts`], whose `held_demand` is the rule on what a
+/// partly read activator is worth.
+pub use crate::counts::Counts;
 
 /// One activator pod to follow: its admin base URL and the host whose counts are the target's.
 #[derive(Debug, Clone)]

@@ -25,6 +25,7 @@ use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
 use crate::scaling::cold_start::{ColdStarts, HoldTimer};
+use crate::scaling::cycle::Cycle;
 use crate::scaling::deletion_cost::metric_values;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
 use crate::scaling::path::{PathFacts, PathRule};
@@ -146,9 +147,8 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     let mut state = ScalerState::default();
     let mut pods = Pods::Unknown("waiting for the first pod list".to_owned());
     let mut log = ScrapeLog::default();
-    // The held demand the last evaluation used: a change of the activator's counts that leaves
-    // it as it was (RequestCount grows with every request) evaluates nothing.
-    let mut evaluated_held: Option<Option<f64>> = None;
+    // KEDA's side of the loop is KEDA's; the collector keeps the loop's rule on when to evaluate.
+    let mut cycle = Cycle::new(false);
     let mut follower_alive = counts.is_some();
     // The cold start learned from the pods' starts (`lookaheadSeconds: auto`).
     let mut cold = ColdStarts::default();
@@ -207,7 +207,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                 }
                 // The activator now answers through the Service (or no longer): `IsActive` may
                 // change.
-                evaluated_held = None;
+                cycle.forget_evaluation();
                 false
             }
         };
@@ -221,10 +221,9 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
         if let Some((name, from, ready)) = wake.note(pods.ready(), held, wall_clock_s()) {
             take(&mut cold, [(name.as_str(), from, ready)], &series);
         }
-        if !scraped && evaluated_held == Some(held) {
+        if !cycle.wants_evaluation(scraped, held) {
             continue;
         }
-        evaluated_held = Some(held);
         let mut report = conclude(
             &shared,
             &spec,
@@ -514,9 +513,7 @@ fn read_round(
 }
 
 /// The held requests to count (0 without an activator), or `None` when the activator's count is
-/// not read: at zero, the activator is the only source of demand, so its silence is never zero.
-/// With some activator pods unread, the pods read are believed only when they show activity
-/// (above `activation`): what the others hold is unknown, so their sum is never idle.
+/// not read ([`Counts::held_demand`], the rule the simulator runs too).
 fn held_demand(
     counts: Option<&watch::Receiver<Counts>>,
     follower_alive: bool,
@@ -524,15 +521,11 @@ fn held_demand(
     activation: f64,
 ) -> Option<f64> {
     let Some(rx) = counts else { return Some(0.0) };
-    let ready = ready.unwrap_or(0);
-    match &*rx.borrow() {
-        _ if !follower_alive => None,
-        Counts::Seen(c) => Some(c.held_demand(ready) as f64),
-        Counts::Partial { read, .. } => {
-            Some(read.held_demand(ready) as f64).filter(|h| *h > activation)
-        }
-        _ => None,
+    if !follower_alive {
+        return None;
     }
+    let held = rx.borrow().held_demand(ready.unwrap_or(0), activation);
+    held
 }
 
 /// Why the activator's count is not read, for the answer's error.

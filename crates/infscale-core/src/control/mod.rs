@@ -3,10 +3,12 @@
 //! [`activity`] holds the fault rules for `IsActive`; [`keda`] decides activation and the step
 //! to zero; [`hpa`] is the Kubernetes HPA algorithm; [`hold`] keeps replicas through the gaps the
 //! traffic came back from; [`decision`] runs them in order and keeps the causes, [`several`]
-//! for a trigger's further metrics; [`path`] says when the activator belongs in a model
+//! for a trigger's further metrics; [`cycle`] is KEDA's operator and the HPA's sync loop that
+//! the simulator, the demo and `decide` play; [`path`] says when the activator belongs in a model
 //! Service's path (serve mode); [`deletion_cost`] which pod a scale-down should take.
 
 pub mod activity;
+pub mod cycle;
 pub mod decision;
 pub mod deletion_cost;
 pub mod hold;

@@ -16,7 +16,7 @@ use super::trace::Trace;
 use serde::Serialize;
 
 /// The planner's window: the HPA's period.
-pub const WINDOW_S: f64 = 15.0;
+pub const WINDOW_S: f64 = crate::control::cycle::HPA_SYNC_PERIOD_S;
 
 /// The plan and its price.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -16,14 +16,14 @@ use super::cluster::{Cluster, RequestOutcome};
 use super::replica::Hardware;
 use super::rng::Rng;
 use super::trace::Trace;
+use crate::control::cycle::{self, Action, Cycle};
 use crate::control::deletion_cost;
+use crate::observe::counts::{Counts, HostCounts};
 use crate::observe::metrics::rates::Snapshot;
 use crate::observe::metrics::ServerChoice;
 use crate::project::cold_start::{ColdStarts, HoldTimer};
 use crate::project::fleet::{self, Fetched, Fleet, Input};
-use crate::scaling::{
-    decide, evaluate, hpa_sync, keda, Activity, Observation, Policy, ScalerState,
-};
+use crate::scaling::{evaluate, Observation, Policy, ScalerState};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -174,10 +174,9 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     };
     // Nothing scraped yet: the pods are not known, as at a collector's first instant.
     let mut last_scrape: Option<Scrape> = None;
-    let mut evaluated_held = 0;
-    let mut latest: Option<(Option<f64>, Activity)> = None;
-    // The latest evaluation's reasons, kept only for the timeline.
-    let mut latest_lines: Vec<String> = Vec::new();
+    // KEDA and its HPA, and the collector's rule on when to evaluate: the activator's watch
+    // starts at nothing held, and reasons are kept only for the timeline.
+    let mut cycle = Cycle::new(settings.record_timeline).having_seen_held(Some(0.0));
     let mut timeline = Vec::new();
     let mut series = Vec::new();
     let (hpa_every, poll_every, scrape_every) = (
@@ -195,22 +194,17 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let mut wake = HoldTimer::default();
     let mut starts_seen = 0_u64;
     let mut learned_policy: Option<Policy> = None;
-    let mut apply = |cluster: &mut Cluster,
-                     to: u32,
-                     now: f64,
-                     by: &'static str,
-                     why: &str,
-                     lines: Vec<String>| {
+    let mut apply = |cluster: &mut Cluster, action: Action, now: f64| {
         let from = cluster.current();
-        cluster.resize(to, now, cold_start);
+        cluster.resize(action.to, now, cold_start);
         if settings.record_timeline {
             timeline.push(TimelineEntry {
                 t: now,
-                by,
+                by: action.by.name(),
                 from,
-                to,
-                why: why.to_owned(),
-                lines,
+                to: action.to,
+                why: action.cause.name().to_owned(),
+                lines: action.lines,
             });
         }
     };
@@ -256,19 +250,12 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     );
                     let starting = cluster.starting_since();
                     let obs = observation(&cluster, Some(&scraped), &starting, now);
-                    let d = decide(policy, &obs, &mut state);
+                    let (d, action) = cycle::standalone(policy, &obs, &mut state);
                     if policy.deletion_cost {
                         let values = deletion_cost::metric_values(policy, d.value, &state);
                         cost_writes += annotate(&mut cluster, &scraped, &values, &mut cost_budget);
                     }
-                    apply(
-                        &mut cluster,
-                        d.desired,
-                        now,
-                        "decide",
-                        d.why.name(),
-                        d.lines,
-                    );
+                    apply(&mut cluster, action, now);
                 }
             }
             Mode::Keda => {
@@ -285,7 +272,14 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     ));
                 }
                 let held = cluster.held.len();
-                if scraped || held != evaluated_held {
+                let ready = cluster.ready() as usize;
+                let held_demand = Counts::Seen(HostCounts {
+                    concurrency: held as u64,
+                    request_count: 0,
+                    held: Some(held as u64),
+                })
+                .held_demand(ready, policy.activation);
+                if cycle.wants_evaluation(scraped, held_demand) {
                     let starting = cluster.starting_since();
                     let obs = observation(&cluster, last_scrape.as_ref(), &starting, now);
                     let eval = evaluate(policy, &obs, &mut state);
@@ -295,54 +289,31 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                         let values = deletion_cost::metric_values(policy, eval.value, &state);
                         cost_writes += annotate(&mut cluster, round, &values, &mut cost_budget);
                     }
-                    let was_active = latest.is_some_and(|l| l.1.is_active());
-                    latest = Some((eval.value, eval.activity));
-                    if settings.record_timeline {
-                        latest_lines.clone_from(&eval.lines);
-                    }
-                    evaluated_held = held;
                     // StreamIsActive sends a change of the answer; KEDA acts on `true` at once.
-                    let push = settings.trigger == Trigger::ExternalPush;
-                    if push && eval.activity.is_active() && !was_active {
-                        if let Some((to, why, line)) =
-                            keda_pass(policy, &cluster, &mut state, Activity::Active, now)
+                    let turned_active = cycle.evaluated(&eval);
+                    if settings.trigger == Trigger::ExternalPush && turned_active {
+                        let current = cluster.current();
+                        if let Some(action) =
+                            cycle.push(policy, &mut state, current, Some(held), now)
                         {
-                            apply(
-                                &mut cluster,
-                                to,
-                                now,
-                                "push",
-                                why,
-                                reasons(line, &eval.lines),
-                            );
+                            apply(&mut cluster, action, now);
                         }
                     }
                 }
                 if tick % poll_every == 0 {
-                    // Before the first evaluation `serve` answers with an error: unknown.
-                    let activity = latest.map_or(Activity::Unknown, |l| l.1);
-                    if let Some((to, why, line)) =
-                        keda_pass(policy, &cluster, &mut state, activity, now)
+                    let (current, activity) = (cluster.current(), cycle.activity());
+                    if let Some(action) =
+                        cycle.poll(policy, &mut state, current, activity, Some(held), now)
                     {
-                        let lines = reasons(line, &latest_lines);
-                        apply(&mut cluster, to, now, "keda", why, lines);
+                        apply(&mut cluster, action, now);
                     }
                 }
-                if tick % hpa_every == 0 && cluster.current() > 0 {
-                    let current = cluster.current();
-                    let value = latest.and_then(|l| l.0);
-                    // What the value was made of, then the HPA's steps on it.
-                    let mut lines = latest_lines.clone();
-                    let sync =
-                        hpa_sync(policy, &mut state, current, current, value, now, &mut lines);
-                    apply(
-                        &mut cluster,
-                        sync.desired,
-                        now,
-                        "hpa",
-                        sync.why.name(),
-                        lines,
-                    );
+                if tick % hpa_every == 0 {
+                    let (current, value) = (cluster.current(), cycle.value());
+                    if let Some(action) = cycle.sync(policy, &mut state, current, value, None, now)
+                    {
+                        apply(&mut cluster, action, now);
+                    }
                 }
             }
         }
@@ -389,47 +360,6 @@ fn annotate(
         }
     }
     writes.len() as u32
-}
-
-/// KEDA's action first, then the evaluation's reasons behind it.
-fn reasons(action: String, lines: &[String]) -> Vec<String> {
-    std::iter::once(action)
-        .chain(lines.iter().cloned())
-        .collect()
-}
-
-/// One pass of KEDA's operator (`keda::poll`), polled or pushed: the count it sets, and why.
-fn keda_pass(
-    policy: &Policy,
-    cluster: &Cluster,
-    state: &mut ScalerState,
-    activity: Activity,
-    now: f64,
-) -> Option<(u32, &'static str, String)> {
-    let current = cluster.current();
-    match keda::poll(
-        policy.min,
-        policy.cooldown_s,
-        current,
-        activity,
-        &mut state.last_active,
-        now,
-    ) {
-        keda::Poll::Activate { to } => Some((
-            to,
-            "activate",
-            format!(
-                "IsActive true at zero ({} request(s) held): KEDA activates",
-                cluster.held.len()
-            ),
-        )),
-        keda::Poll::ToZero { idle_s } => Some((
-            0,
-            "idle-to-zero",
-            keda::to_zero_line(idle_s, policy.cooldown_s),
-        )),
-        keda::Poll::Keep { .. } => None,
-    }
 }
 
 fn observation<'a>(

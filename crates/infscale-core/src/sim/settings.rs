@@ -3,6 +3,7 @@
 //! both read it without reading each other.
 
 use super::cluster::Balancer;
+use crate::control::cycle;
 use serde::Serialize;
 
 /// Which control loop drives the replicas.
@@ -76,9 +77,9 @@ impl Default for Settings {
             mode: Mode::Keda,
             trigger: Trigger::ExternalPush,
             dt: 0.25,
-            hpa_period_s: 15.0,
-            polling_interval_s: 30.0,
-            scrape_interval_s: 5.0,
+            hpa_period_s: cycle::HPA_SYNC_PERIOD_S,
+            polling_interval_s: cycle::POLLING_INTERVAL_S,
+            scrape_interval_s: cycle::SCRAPE_INTERVAL_S,
             slo_ttft_s: 2.0,
             hold_timeout_s: 300.0,
             record_timeline: false,

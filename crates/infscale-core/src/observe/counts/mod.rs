@@ -42,9 +42,57 @@ impl HostCounts {
 /// Counts for every host an activator serves.
 pub type QueueCounts = BTreeMap<String, HostCounts>;
 
+/// What `serve` knows of one target's held requests at its activator (every pod summed).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Counts {
+    /// Not connected yet.
+    Unknown,
+    /// This target's host's counts (zero when the activator does not list the host).
+    Seen(HostCounts),
+    /// Some activator pods read (their sum), others not (why).
+    Partial { read: HostCounts, failed: String },
+    /// The activator cannot be read.
+    Failed(String),
+}
+
+impl Counts {
+    /// The held requests to count with `ready` replicas Ready, or `None` when the count is not
+    /// known: at zero the activator is the only source of demand, so its silence is never zero.
+    /// With some activator pods unread, the pods read are believed only when they show
+    /// activity (above `activation`): what the others hold is unknown, so their sum is never
+    /// idle. `serve` and the simulator both take the held demand from here.
+    pub fn held_demand(&self, ready: usize, activation: f64) -> Option<f64> {
+        match self {
+            Counts::Seen(c) => Some(c.held_demand(ready) as f64),
+            Counts::Partial { read, .. } => {
+                Some(read.held_demand(ready) as f64).filter(|h| *h > activation)
+            }
+            Counts::Unknown | Counts::Failed(_) => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partly_read_activator_counts_only_above_the_activation_level() {
+        let read = |held| HostCounts {
+            concurrency: held,
+            request_count: 0,
+            held: Some(held),
+        };
+        assert_eq!(Counts::Seen(read(0)).held_demand(0, 0.5), Some(0.0));
+        let partial = |held| Counts::Partial {
+            read: read(held),
+            failed: "pod b: refused".to_owned(),
+        };
+        assert_eq!(partial(0).held_demand(0, 0.5), None);
+        assert_eq!(partial(2).held_demand(0, 0.5), Some(2.0));
+        assert_eq!(Counts::Unknown.held_demand(0, 0.5), None);
+        assert_eq!(Counts::Failed("down".to_owned()).held_demand(1, 0.5), None);
+    }
 
     #[test]
     fn reads_the_add_on_format_and_ours() {
