@@ -361,8 +361,8 @@ async fn a_request_the_upstream_refuses_is_held_until_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn held_requests_reach_the_upstream_in_arrival_order() {
     let ready = Arc::new(AtomicBool::new(false));
-    let (up, seen) = common::http::recording_upstream(ready.clone());
-    let a = activator(up, 1000, 30.0).await;
+    let (up, seen) = common::recording::recording_upstream(ready.clone());
+    let a = activator(up.addr, 1000, 30.0).await;
     let c = client();
     let send = |i: u64| {
         let c = c.clone();

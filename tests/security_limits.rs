@@ -8,9 +8,10 @@
 mod common;
 
 use common::http::serve as http_serve;
+use common::keda::{client, metrics_request, object};
 use common::model::{activator_with, upstream};
 use common::pods::{pod, vllm_running, Behaviour};
-use common::scaler::{client, config, metrics_request, object, start};
+use common::scaler::{config, start};
 use infscale::serve::limits::Limits;
 use infscale::serve::server::Config;
 use std::collections::HashMap;

@@ -11,7 +11,8 @@
 mod common;
 
 use common::churn::{drive, flap, send, start_activator, Outcome, Upstream, UpstreamOpts, Verdict};
-use common::scaler::{client, config, metrics_request, object, start, value_when};
+use common::keda::{client, metrics_request, object, value_when};
+use common::scaler::{config, start};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
