@@ -99,6 +99,8 @@ async fn a_held_request_wakes_the_deployment() {
         .unwrap();
     let took = sent.elapsed();
     assert!(woke.result);
+    // Promptness is what is tested (tight for that reason): well inside the 0.2 s scrape
+    // interval, so the wake was pushed, not found by a poll.
     assert!(took < Duration::from_millis(100), "woke after {took:?}");
     eprintln!("a held request reached StreamIsActive in {took:?}");
     let m = c
