@@ -203,7 +203,7 @@ async fn serve_exits_promptly_under_load_and_its_streams_end_cleanly() {
     };
     let mut c = common::keda::client_over(channel.clone());
     for n in &names {
-        let req = metrics_request(&object(n), &format!("infscale-queue-{n}"));
+        let req = common::keda::metrics_request(&object(n), &format!("infscale-queue-{n}"));
         while c.get_metrics(req.clone()).await.is_err() {
             assert!(Instant::now() < deadline, "{n} never answered");
             tokio::time::sleep(Duration::from_millis(50)).await;
