@@ -6,9 +6,11 @@
 
 pub mod calls;
 pub mod objects;
+mod proxy;
 mod rest;
 pub mod slices;
 pub mod store;
+mod watch;
 
 // Not every test uses every name.
 #[allow(unused_imports)]

@@ -2,15 +2,12 @@
 //! the store, by namespace or cluster-wide, lists and watches selected by equality labels; a
 //! Deployment's scale subresource; and the pod proxy.
 
+use super::proxy::proxy;
 use super::store::{Cluster, Key};
-use crate::common::http::{json, kube_not_found, kube_version, respond, RequestHead};
-use std::io::{Read, Write};
+use super::watch::watch;
+use crate::common::http::{json, kube_not_found, kube_version, RequestHead};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
-/// How long a watch is held open before it ends (and the watcher watches again).
-const WATCH_FOR: Duration = Duration::from_secs(5);
+use std::sync::atomic::AtomicBool;
 
 /// A request path, split as the API routes it.
 struct Target {
@@ -270,82 +267,4 @@ pub fn answer(cluster: &Cluster, mut stream: TcpStream, head: RequestHead, stop:
         }
         _ => kube_not_found(&mut stream, path),
     }
-}
-
-fn chunk(stream: &mut TcpStream, v: &serde_json::Value) -> bool {
-    let line = format!("{v}\n");
-    stream
-        .write_all(format!("{:x}\r\n{line}\r\n", line.len()).as_bytes())
-        .is_ok()
-}
-
-/// Streams every change after resource version `from` that `wanted` selects, for
-/// [`WATCH_FOR`] or until the server stops; then ends the watch.
-fn watch(
-    cluster: &Cluster,
-    stream: &mut TcpStream,
-    from: u64,
-    wanted: &dyn Fn(&Key, &serde_json::Value) -> bool,
-    stop: &AtomicBool,
-) {
-    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
-    let mut sent = from;
-    let end = Instant::now() + WATCH_FOR;
-    while Instant::now() < end && !stop.load(Ordering::SeqCst) {
-        let s = cluster.wait_past(cluster.state(), sent, Duration::from_millis(100));
-        let due: Vec<serde_json::Value> = s
-            .events
-            .iter()
-            .filter(|(rv, _, k, v)| *rv > sent && wanted(k, v))
-            .map(|(_, kind, _, v)| serde_json::json!({"type": kind, "object": v}))
-            .collect();
-        sent = s.rv.max(sent);
-        drop(s);
-        for event in due {
-            if !chunk(stream, &event) {
-                return;
-            }
-        }
-    }
-    let _ = stream.write_all(b"0\r\n\r\n");
-}
-
-/// The pod proxy: `pods/NAME:PORT/proxy/PATH` is a GET of `http://POD_IP:PORT/PATH`, its
-/// status and body passed back; 503 when the pod does not answer.
-fn proxy(cluster: &Cluster, stream: &mut TcpStream, key: &Key, tail: &str) {
-    let (name, port) = key.name.split_once(':').unwrap_or((&key.name, "80"));
-    let pod = Key {
-        name: name.to_owned(),
-        ..key.clone()
-    };
-    let ip = cluster
-        .state()
-        .objects
-        .get(&pod)
-        .and_then(|p| p["status"]["podIP"].as_str().map(str::to_owned));
-    let tail = if tail.is_empty() { "/" } else { tail };
-    match ip.and_then(|ip| get(&format!("{ip}:{port}"), tail)) {
-        Some((code, body)) => respond(stream, code, "text/plain", &body),
-        None => respond(stream, 503, "text/plain", b"pod unreachable\n"),
-    }
-}
-
-/// A blocking GET of `http://addr/path`.
-fn get(addr: &str, path: &str) -> Option<(u16, Vec<u8>)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut all = Vec::new();
-    s.read_to_end(&mut all).ok()?;
-    let end = all.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let code = String::from_utf8_lossy(&all[..end])
-        .split(' ')
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some((code, all[end..].to_vec()))
 }
