@@ -109,6 +109,7 @@ async fn oversized_pages_heads_and_drips_are_unread_and_keda_is_answered_in_time
             let value = c.get_metrics(req.clone()).await;
             let active = c.is_active(so.clone()).await;
             let took = asked.elapsed();
+            // KEDA's 3 s deadline is what is tested.
             assert!(took < Duration::from_secs(3), "{name}: {took:?}");
             if let Ok(v) = value {
                 let v = v.into_inner().metric_values[0].metric_value_float;

@@ -179,6 +179,7 @@ async fn a_silent_a_half_sent_and_an_idle_connection_are_closed_in_time() {
     ] {
         assert!(closed(s, Duration::from_secs(4)), "{what} still open");
         let took = t0.elapsed();
+        // The listeners' idle and header timeouts are what is tested, bounded with a margin.
         assert!(
             took < Duration::from_secs(4),
             "{what} closed after {took:?}"

@@ -7,7 +7,8 @@ use super::store::{Cluster, Key};
 use super::watch::watch;
 use crate::common::http::{json, kube_not_found, kube_version, RequestHead};
 use std::net::TcpStream;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// A request path, split as the API routes it.
 struct Target {
@@ -176,7 +177,16 @@ pub fn answer(cluster: &Cluster, mut stream: TcpStream, head: RequestHead, stop:
             watch(cluster, &mut stream, from, &wanted, stop);
         }
         ("GET", None, _) => {
-            let s = cluster.state();
+            let mut s = cluster.state();
+            let until = Instant::now() + Duration::from_secs(60);
+            while s.hold_lists && !stop.load(Ordering::SeqCst) && Instant::now() < until {
+                s = cluster
+                    .0
+                     .1
+                    .wait_timeout(s, Duration::from_millis(100))
+                    .unwrap()
+                    .0;
+            }
             let items: Vec<&serde_json::Value> = s
                 .objects
                 .iter()

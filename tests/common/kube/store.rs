@@ -55,6 +55,8 @@ pub struct State {
     pub events: Vec<Event>,
     /// Every write is answered 500 (an API server that cannot write: etcd down).
     pub refuse_writes: bool,
+    /// Lists wait unanswered (an API server slow to list), until released.
+    pub hold_lists: bool,
 }
 
 impl State {
@@ -178,5 +180,12 @@ impl Cluster {
     /// down), or again writes.
     pub fn refuse_writes(&self, refuse: bool) {
         self.state().refuse_writes = refuse;
+    }
+
+    /// From now on every list waits unanswered (for up to 60 s), or lists are answered again:
+    /// a test can tell what the code does before any list has been answered.
+    pub fn hold_lists(&self, hold: bool) {
+        self.state().hold_lists = hold;
+        self.0 .1.notify_all();
     }
 }
