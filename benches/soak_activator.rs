@@ -14,6 +14,8 @@
 mod churn;
 #[allow(dead_code)]
 mod common;
+#[path = "../tests/common/loopback.rs"]
+mod loopback;
 
 use churn::{drive, flap, start_activator, Upstream, UpstreamOpts, Verdict};
 use common::rss_mb;

@@ -89,6 +89,7 @@ async fn the_hold_timeout_answers_504_with_retry_after() {
         .await
         .unwrap();
     assert_eq!(r.status(), 504);
+    // The hold timeout is what is tested: the 504 comes no sooner than its 0.5 s.
     assert!(started.elapsed() >= Duration::from_millis(500));
     assert_eq!(r.headers()["retry-after"], "1");
     let body: serde_json::Value = r.json().await.unwrap();
@@ -102,13 +103,14 @@ async fn past_max_held_new_requests_get_503_at_once() {
     let a = activator(up, 2, 30.0).await;
     let c = client();
     let url = format!("http://{}/seq", a.proxy);
-    let _first = tokio::spawn(c.get(&url).send());
-    let _second = tokio::spawn(c.get(&url).send());
+    let first = tokio::spawn(c.get(&url).send());
+    let second = tokio::spawn(c.get(&url).send());
     wait_held(a.admin, 2).await;
-    let started = Instant::now();
     let r = c.get(&url).send().await.unwrap();
     assert_eq!(r.status(), 503);
-    assert!(started.elapsed() < Duration::from_millis(500));
+    // At once: answered while the two before it are still held (for up to 30 s).
+    assert!(!first.is_finished() && !second.is_finished());
+    assert_eq!(held(a.admin).await, 2);
     assert!(r.headers().contains_key("retry-after"));
 }
 
@@ -129,8 +131,10 @@ async fn a_client_that_leaves_leaves_the_queue_at_once() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(chat_counts(a.admin).await["Held"], 1);
     wait_held(a.admin, 0).await;
+    // The lease is what is tested: gone after its 0.5 s, bounded generously but far inside the
+    // 30 s hold timeout that a request still counted as held would wait for.
     assert!(
-        gone.elapsed() < Duration::from_millis(1500),
+        gone.elapsed() < Duration::from_secs(5),
         "left after {:?}",
         gone.elapsed()
     );
@@ -154,7 +158,6 @@ async fn server_sent_events_stream_through_token_by_token() {
     let a = activator(up, 10, 30.0).await;
     // Readiness is probed at start; give the first probe a moment.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let started = Instant::now();
     let mut r = client()
         .get(format!("http://{}/stream", a.proxy))
         .send()
@@ -162,21 +165,16 @@ async fn server_sent_events_stream_through_token_by_token() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let first = r.chunk().await.unwrap().unwrap();
-    let first_at = started.elapsed();
-    assert!(
-        String::from_utf8_lossy(&first).contains("token0"),
-        "{first:?}"
-    );
+    // The first token arrives before the upstream has sent the last (200 ms apart): the
+    // stream is passed on token by token, not gathered.
+    let first = String::from_utf8_lossy(&first).into_owned();
+    assert!(first.contains("token0"), "{first:?}");
+    assert!(!first.contains("token4"), "{first:?}");
     let mut rest = Vec::new();
     while let Some(chunk) = r.chunk().await.unwrap() {
         rest.extend_from_slice(&chunk);
     }
-    let all_at = started.elapsed();
     assert!(String::from_utf8_lossy(&rest).contains("token4"));
-    // The first token arrives after one event's delay, long before the upstream finishes.
-    assert!(first_at < Duration::from_millis(700), "{first_at:?}");
-    assert!(all_at >= Duration::from_millis(1000), "{all_at:?}");
-    assert!(all_at - first_at >= Duration::from_millis(600));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,6 +263,8 @@ async fn the_watch_endpoint_reports_a_held_request_at_once() {
             break;
         }
     }
+    // Promptness is what is tested: the watch reports the change as it happens, not on a
+    // later tick; the bound stays tight for that reason.
     assert!(
         sent.elapsed() < Duration::from_millis(100),
         "{:?}",
@@ -301,6 +301,7 @@ async fn the_watch_stream_decodes_and_keeps_alive() {
         .unwrap()
         .unwrap();
     assert_eq!(&next[..], KEEP_ALIVE);
+    // The keep-alive interval (0.2 s) is what is tested; the bound is ten times it.
     assert!(
         quiet.elapsed() < Duration::from_secs(2),
         "{:?}",
@@ -361,8 +362,8 @@ async fn a_request_the_upstream_refuses_is_held_until_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn held_requests_reach_the_upstream_in_arrival_order() {
     let ready = Arc::new(AtomicBool::new(false));
-    let (up, seen) = common::http::recording_upstream(ready.clone());
-    let a = activator(up, 1000, 30.0).await;
+    let (up, seen) = common::recording::recording_upstream(ready.clone());
+    let a = activator(up.addr, 1000, 30.0).await;
     let c = client();
     let send = |i: u64| {
         let c = c.clone();
@@ -426,16 +427,15 @@ async fn a_held_stream_is_kept_alive_then_spliced() {
     );
     wait_held(a.admin, 1).await;
     let body = r#"{"model":"m","stream":true,"messages":[]}"#;
-    let started = Instant::now();
     let r = client()
         .post(format!("http://{}/v1/chat/completions", a.proxy))
         .body(body)
         .send()
         .await
         .unwrap();
-    // Answered at once, while held.
+    // Answered at once, while held: the upstream is made ready only below, after this answer.
     assert_eq!(r.status(), 200);
-    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(!ready.load(Ordering::SeqCst));
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let flip = {
         let ready = ready.clone();

@@ -4,12 +4,10 @@
 
 mod common;
 
-use common::kubeapi::{kube_api, FakePod};
+use common::keda::{active_when, client, metrics_request, next_push, object, value_when};
+use common::kube::{FakePod, Kube};
 use common::pods::{pod, vllm_running, Behaviour};
-use common::scaler::{
-    active_when, client, config, free_port, metrics_request, next_push, object, start, value_when,
-    with_kube,
-};
+use common::scaler::{config, free_port, start, with_kube};
 use infscale::serve::limits::Limits;
 use infscale::serve::server::Config;
 use std::collections::HashMap;
@@ -161,7 +159,7 @@ async fn oversized_metadata_and_too_many_targets_are_refused() {
 async fn fifty_scaled_objects_in_a_namespace_share_one_pod_watch() {
     let replica = pod("127.0.0.2:0", Behaviour::Page(vllm_running(2)));
     let port = replica.server.addr.port();
-    let api = kube_api(
+    let api = Kube::model(
         "llm",
         "chat",
         vec![FakePod {
@@ -185,7 +183,7 @@ async fn fifty_scaled_objects_in_a_namespace_share_one_pod_watch() {
     for so in &objects {
         active_when(&mut c, so, Ok(true), Duration::from_secs(10)).await;
     }
-    let lists = api.pod_lists.load(Ordering::SeqCst);
+    let lists = api.pod_lists();
     assert!(
         lists <= 2,
         "{lists} pod lists for 50 ScaledObjects in one namespace"
@@ -263,20 +261,7 @@ async fn sigterm_with_an_open_stream_exits_within_the_drain() {
         .spawn()
         .unwrap();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut c = loop {
-        match infscale::serve::proto::external_scaler_client::ExternalScalerClient::connect(
-            format!("http://{addr}"),
-        )
-        .await
-        {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await
-            }
-            Err(e) => panic!("the scaler never listened: {e}"),
-        }
-    };
+    let mut c = common::keda::client_when_up(addr, Duration::from_secs(10)).await;
     let so = object("chat", &trigger(&[]));
     active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
     let mut stream = c.stream_is_active(so).await.unwrap().into_inner();
@@ -299,6 +284,7 @@ async fn sigterm_with_an_open_stream_exits_within_the_drain() {
     };
     let took = term.elapsed();
     assert!(exited.success(), "{exited:?}");
+    // The 2 s drain is what is tested: the exit comes within it and a margin.
     assert!(
         took < Duration::from_secs(3),
         "exited {took:?} after SIGTERM"

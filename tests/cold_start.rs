@@ -5,9 +5,10 @@
 mod common;
 
 use common::fixture;
-use common::kubeapi::{kube_api, FakePod};
+use common::keda::{client, metrics_request, object, value_when};
+use common::kube::{FakePod, Kube};
 use common::pods::{pod, Behaviour};
-use common::scaler::{client, config, metrics_request, object, start, value_when, with_kube};
+use common::scaler::{config, start, with_kube};
 use infscale::serve::server::Config;
 use std::time::{Duration, Instant};
 
@@ -45,7 +46,7 @@ async fn a_learned_cold_start_is_exported_and_used_by_lookahead_auto() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
-    let api = kube_api(
+    let api = Kube::model(
         "llm",
         "chat",
         ["chat-a", "chat-b"]
@@ -57,22 +58,18 @@ async fn a_learned_cold_start_is_exported_and_used_by_lookahead_auto() {
             })
             .collect(),
     );
-    api.start_times.lock().unwrap().extend([
-        (
-            "chat-a".to_owned(),
-            (
-                "2026-01-01T00:00:00Z".to_owned(),
-                "2026-01-01T00:00:40Z".to_owned(),
-            ),
-        ),
-        (
-            "chat-b".to_owned(),
-            (
-                "2026-01-01T00:10:00Z".to_owned(),
-                "2026-01-01T00:11:00Z".to_owned(),
-            ),
-        ),
-    ]);
+    api.set_start_times(
+        "llm",
+        "chat-a",
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:40Z",
+    );
+    api.set_start_times(
+        "llm",
+        "chat-b",
+        "2026-01-01T00:10:00Z",
+        "2026-01-01T00:11:00Z",
+    );
     let (running, mut c) = with_kube(api.server.url("")).await;
     let trigger = |name: &str, lookahead: String| {
         object(
@@ -219,7 +216,7 @@ async fn a_wake_from_zero_is_learned_from_the_activators_hold() {
             ("activatorUrl", act.url()),
         ],
     );
-    common::scaler::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+    common::keda::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
     let held_from = Instant::now();
     // Six seconds later a replica is Ready: the wake took about six seconds.
     tokio::time::sleep(Duration::from_secs(6)).await;

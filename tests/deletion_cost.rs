@@ -7,9 +7,10 @@
 mod common;
 
 use common::fixture;
-use common::kubeapi::{kube_api, ready_pods, KubeApi};
+use common::keda::{metrics_request, object, value_when};
+use common::kube::{ready_pods, Kube};
 use common::pods::{pods_on_one_port, Behaviour, Pod};
-use common::scaler::{metrics_request, object, value_when, with_kube};
+use common::scaler::with_kube;
 use std::time::{Duration, Instant};
 
 const ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
@@ -31,9 +32,13 @@ fn page(running: u32, waiting: u32) -> Behaviour {
 
 /// Three stand-in pods on one port (127.0.0.2, .3 and .4) with these loads, and an API that
 /// lists them as `chat-0`, `chat-1` and `chat-2`.
-fn three_pods(loads: [(u32, u32); 3]) -> (Vec<Pod>, KubeApi, u16) {
+fn three_pods(loads: [(u32, u32); 3]) -> (Vec<Pod>, Kube, u16) {
     let (pods, port) = pods_on_one_port(loads.iter().map(|l| page(l.0, l.1)).collect());
-    (pods, kube_api("llm", "chat", ready_pods("chat", 3)), port)
+    (
+        pods,
+        Kube::model("llm", "chat", ready_pods("chat", 3)),
+        port,
+    )
 }
 
 fn trigger(
@@ -54,9 +59,9 @@ fn trigger(
 }
 
 /// Each pod's cost as last written (absent: never written).
-fn costs(api: &KubeApi) -> [Option<i64>; 3] {
+fn costs(api: &Kube) -> [Option<i64>; 3] {
     let mut out = [None; 3];
-    for (pod, body, _) in api.patches.lock().unwrap().iter() {
+    for (pod, body, _) in api.pod_patches().iter() {
         let i: usize = pod.trim_start_matches("chat-").parse().expect("a pod name");
         let v = body["metadata"]["annotations"][ANNOTATION]
             .as_str()
@@ -94,13 +99,9 @@ async fn costs_order_the_pods_by_their_in_flight_requests() {
     order.sort_by_key(|&i| written[i]);
     assert_eq!(order, [1, 2, 0]);
     // A steady load is written once: the next rounds change nothing.
-    let writes = api.patches.lock().unwrap().len();
+    let writes = api.pod_patches().len();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        api.patches.lock().unwrap().len(),
-        writes,
-        "rewrote a steady load"
-    );
+    assert_eq!(api.pod_patches().len(), writes, "rewrote a steady load");
     let text = running.metrics_text().await;
     assert!(
         text.lines()
@@ -137,7 +138,7 @@ async fn a_moving_load_is_written_no_more_often_than_the_budget() {
     value_when(&mut c, &metrics_request(&so, "infscale-queue-chat"), None).await;
     let began = Instant::now();
     churn(&pods, 8).await;
-    let patches = api.patches.lock().unwrap().clone();
+    let patches = api.pod_patches();
     // Each of ~25 flips of pod 0 is a meaningful move: unbounded, that is dozens of writes.
     assert!(!patches.is_empty(), "nothing written");
     let in_first_minute = patches
@@ -172,15 +173,15 @@ async fn nothing_is_written_without_the_opt_in() {
     .await;
     churn(&pods, 3).await;
     assert!(
-        api.patches.lock().unwrap().is_empty(),
+        api.pod_patches().is_empty(),
         "wrote without the opt-in: {:?}",
-        api.patches.lock().unwrap()
+        api.pod_patches()
     );
     drop(running);
 }
 
 /// `infscale kube` with these extra arguments against the stand-in; its standard output.
-async fn kube_once(api: &KubeApi, port: u16, extra: &[&str]) -> String {
+async fn kube_once(api: &Kube, port: u16, extra: &[&str]) -> String {
     let mut args: Vec<String> = [
         "kube",
         "-n",
@@ -226,12 +227,12 @@ async fn standalone_kube_writes_the_costs_before_it_scales_down() {
     // Without the opt-in: the scale-down alone.
     let plain = kube_once(&api, port, &[]).await;
     assert!(plain.contains("scaled deployment/chat to 1"), "{plain}");
-    assert!(api.patches.lock().unwrap().is_empty(), "{plain}");
+    assert!(api.pod_patches().is_empty(), "{plain}");
     // With it: every pod's cost first, then the same scale-down.
-    *api.replicas.lock().unwrap() = 3;
+    api.set_replicas("llm", "chat", 3);
     let text = kube_once(&api, port, &["--deletion-cost"]).await;
     assert!(text.contains("deletion cost of pod chat-0: 40"), "{text}");
     assert!(text.contains("scaled deployment/chat to 1"), "{text}");
     assert_eq!(costs(&api), [Some(40), Some(2), Some(9)]);
-    assert_eq!(*api.replicas.lock().unwrap(), 1);
+    assert_eq!(api.replicas("llm", "chat").unwrap(), 1);
 }

@@ -8,7 +8,8 @@ mod common;
 
 use common::activator::activator;
 use common::faulty::{relay, Mode, WatchFault};
-use common::scaler::{client, config, metrics_request, object, refused_url, start};
+use common::keda::{client, metrics_request, object};
+use common::scaler::{config, refused_url, start};
 use common::timed::{report, Timed};
 use infscale::serve::server::Config;
 use std::collections::HashMap;
@@ -265,6 +266,8 @@ async fn a_watch_reset_after_a_healthy_stretch_reconnects_at_once() {
         &format!("IsActive true {} ms after the restart", took.as_millis()),
         t.max,
     );
+    // The back-off is what is tested: reset, the restart is seen within a second, where the
+    // back-off grown since start-up would take several.
     assert!(
         took < Duration::from_secs(1),
         "held request seen {took:?} after the restart: the back-off from start-up was kept"
@@ -277,8 +280,8 @@ async fn a_watch_reset_after_a_healthy_stretch_reconnects_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_activator_service_read_that_hung_is_retried() {
     let act = common::activator::activator_on("chat", "127.0.0.2:0");
-    let api = common::kubeapi::kube_api("llm", "chat", Vec::new());
-    *api.activators.lock().unwrap() = (vec!["127.0.0.2".into()], act.server.addr.port());
+    let api = common::kube::Kube::model("llm", "chat", Vec::new());
+    api.set_activators("llm", &["127.0.0.2".into()], act.server.addr.port());
     let front = relay("127.0.0.1:0", api.server.addr, Arc::new(Mutex::new(None)));
     front.set(Mode::Hang);
     let running = start(Config {

@@ -7,9 +7,10 @@
 mod common;
 
 use common::faulty::{relay, Mode, WatchFault};
-use common::kubeapi::{kube_api, FakePod};
+use common::keda::{client, metrics_request, object};
+use common::kube::{FakePod, Kube};
 use common::pods::{pod, vllm_running, Behaviour};
-use common::scaler::{client, config, metrics_request, object, start};
+use common::scaler::{config, start};
 use common::timed::{report, said, Timed};
 use infscale::serve::limits::Limits;
 use infscale::serve::server::Config;
@@ -128,7 +129,7 @@ const FAULTS: &[(&str, Fault)] = &[
 async fn case(name: &'static str, fault: &'static Fault) -> (String, Duration) {
     let replica = pod("127.0.0.2:0", Behaviour::Page(vllm_running(RUNNING)));
     let port = replica.server.addr.port();
-    let api = kube_api(
+    let api = Kube::model(
         "llm",
         "chat",
         vec![FakePod {
@@ -267,7 +268,7 @@ async fn the_kubernetes_api_failing_is_never_read_as_zero() {
 async fn an_api_hung_from_the_first_call_is_read_once_it_answers() {
     let replica = pod("127.0.0.2:0", Behaviour::Page(vllm_running(RUNNING)));
     let port = replica.server.addr.port();
-    let api = kube_api(
+    let api = Kube::model(
         "llm",
         "chat",
         vec![FakePod {

@@ -7,8 +7,9 @@
 mod common;
 
 use common::faulty::{backlog_full, drip, not_http, resets, Raw};
+use common::keda::{client, metrics_request, object};
 use common::pods::{pod, vllm_running, Behaviour, Pod};
-use common::scaler::{client, config, metrics_request, object, start};
+use common::scaler::{config, start};
 use common::timed::{report, said, Timed};
 use infscale::serve::server::Config;
 use std::collections::HashMap;

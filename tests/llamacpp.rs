@@ -12,7 +12,8 @@
 
 mod common;
 
-use common::scaler::{client, config, metrics_request, object, start};
+use common::keda::{client, metrics_request, object};
+use common::scaler::{config, start};
 use infscale::activator::routes::RouteSpec;
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -7,8 +7,9 @@
 
 mod common;
 
+use common::keda::{client, metrics_request, object, value_when};
 use common::pods::{pod, Behaviour};
-use common::scaler::{client, config, metrics_request, object, start, value_when};
+use common::scaler::{config, start};
 use infscale::metrics::{Counters, Replica, Server, Signals};
 use infscale::scaling::decision::proposal;
 use infscale::scaling::{decide, Observation, Policy, ScalerState};

@@ -8,10 +8,11 @@
 mod common;
 
 use common::fixture;
+use common::keda::{client, metrics_request, object, value_when};
 use common::model::{activator, upstream, wait_held};
 use common::pods::{pod, Behaviour};
 use common::promql::{exported, selectors, variable_selectors, Selector};
-use common::scaler::{client, config, metrics_request, object, start, value_when};
+use common::scaler::{config, start};
 use infscale::serve::server::Config;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

@@ -9,8 +9,9 @@
 
 mod common;
 
+use common::keda::{client, metrics_request, object};
 use common::pods::{pod, Behaviour, Pod};
-use common::scaler::{client, config, metrics_request, object, start};
+use common::scaler::{config, start};
 use infscale::metrics::{read_page, Replica, ServerChoice};
 use infscale::scaling::hpa::replicas;
 use infscale::scaling::{decide, evaluate, Observation, Policy, ScalerState};
@@ -74,9 +75,7 @@ fn hpa_agrees(v: f64, current: u32, desired: u32, case: &str) {
 
 /// GetMetrics until it answers `expected`, for up to 10 s; panics with the last answer.
 async fn value_of(
-    c: &mut infscale::serve::proto::external_scaler_client::ExternalScalerClient<
-        tonic::transport::Channel,
-    >,
+    c: &mut common::keda::Client,
     req: &infscale::serve::proto::GetMetricsRequest,
     expected: f64,
     case: &str,
@@ -84,9 +83,8 @@ async fn value_of(
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut last = None;
     while std::time::Instant::now() < deadline {
-        match c.get_metrics(req.clone()).await {
-            Ok(r) => {
-                let v = r.into_inner().metric_values[0].metric_value_float;
+        match common::keda::metric_value(c, req).await {
+            Ok(v) => {
                 if v == expected {
                     return v;
                 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// (connection number, sequence number) in the order the upstream's handler saw them.
-type Record = common::http::Arrivals;
+type Record = common::recording::Arrivals;
 
 fn seq_of(headers: &http::HeaderMap) -> Option<u64> {
     headers.get("x-seq")?.to_str().ok()?.parse().ok()
@@ -135,7 +135,7 @@ async fn an_event_loop_server_reads_the_held_requests_in_arrival_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thread_per_connection_server_reads_the_held_requests_in_arrival_order() {
     let ready = Arc::new(AtomicBool::new(true));
-    let (up, record) = common::http::recording_upstream(ready.clone());
-    let order = release_order(up, ready, record, 60).await;
+    let (up, record) = common::recording::recording_upstream(ready.clone());
+    let order = release_order(up.addr, ready, record, 60).await;
     assert_eq!(order, (0..60).collect::<Vec<_>>());
 }

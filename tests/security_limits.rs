@@ -8,9 +8,10 @@
 mod common;
 
 use common::http::serve as http_serve;
+use common::keda::{client, metrics_request, object};
 use common::model::{activator_with, upstream};
 use common::pods::{pod, vllm_running, Behaviour};
-use common::scaler::{client, config, metrics_request, object, start};
+use common::scaler::{config, start};
 use infscale::serve::limits::Limits;
 use infscale::serve::server::Config;
 use std::collections::HashMap;
@@ -108,6 +109,7 @@ async fn oversized_pages_heads_and_drips_are_unread_and_keda_is_answered_in_time
             let value = c.get_metrics(req.clone()).await;
             let active = c.is_active(so.clone()).await;
             let took = asked.elapsed();
+            // KEDA's 3 s deadline is what is tested.
             assert!(took < Duration::from_secs(3), "{name}: {took:?}");
             if let Ok(v) = value {
                 let v = v.into_inner().metric_values[0].metric_value_float;

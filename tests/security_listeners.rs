@@ -8,8 +8,9 @@
 
 mod common;
 
+use common::keda::{client, metrics_request, object, value_when};
 use common::pods::{pod, vllm_running, Behaviour};
-use common::scaler::{client, config, free_port, metrics_request, object, start, value_when};
+use common::scaler::{config, free_port, start};
 use infscale::serve::limits::Limits;
 use infscale::serve::server::Config;
 use std::io::{Read, Write};
@@ -95,18 +96,7 @@ async fn eleven_hundred_idle_metrics_connections_leave_scrapes_and_keda_answerin
     let grpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let _scaler = serve_with_256_descriptors(grpc, metrics, &replica.url());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut keda = loop {
-        match infscale::serve::proto::external_scaler_client::ExternalScalerClient::connect(
-            format!("http://{grpc}"),
-        )
-        .await
-        {
-            Ok(c) => break c,
-            Err(e) => assert!(Instant::now() < deadline, "never listened: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let mut keda = common::keda::client_when_up(grpc, Duration::from_secs(10)).await;
     let so = object("chat", &trigger());
     let req = metrics_request(&so, "infscale-queue-chat");
     assert_eq!(value_when(&mut keda, &req, Some(3.0)).await, 3.0);
@@ -189,6 +179,7 @@ async fn a_silent_a_half_sent_and_an_idle_connection_are_closed_in_time() {
     ] {
         assert!(closed(s, Duration::from_secs(4)), "{what} still open");
         let took = t0.elapsed();
+        // The listeners' idle and header timeouts are what is tested, bounded with a margin.
         assert!(
             took < Duration::from_secs(4),
             "{what} closed after {took:?}"

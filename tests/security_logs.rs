@@ -6,10 +6,10 @@
 
 mod common;
 
-use common::kube_recorder::recorder;
-use common::scaler::{free_port, metrics_request, object};
+use common::keda::{metrics_request, object};
+use common::kube::Kube;
+use common::scaler::free_port;
 use common::tls::{temp_dir, write, Pki};
-use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -51,7 +51,7 @@ async fn serve_logs_no_key_and_no_token_at_debug() {
     let dir = temp_dir("security-logs");
     let pki = Pki::new();
     let (cert, key) = pki.issue(&["localhost"]);
-    let api = recorder("127.0.0.2", "127.0.0.3", 9);
+    let api = Kube::two_namespaces("127.0.0.2", "127.0.0.3", 9);
     let kubeconfig = format!(
         "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\"}}}}]\n\
          users: [{{name: u, user: {{token: {TOKEN}}}}}]\n\
@@ -92,7 +92,7 @@ async fn serve_logs_no_key_and_no_token_at_debug() {
             .connect()
             .await;
         if let Ok(channel) = channel {
-            let mut c = ExternalScalerClient::new(channel);
+            let mut c = common::keda::client_over(channel);
             let mut req = tonic::Request::new(metrics_request(&so, "infscale-queue-chat"));
             req.metadata_mut().insert(
                 "authorization",
@@ -195,7 +195,8 @@ async fn a_password_in_an_activator_url_is_refused_without_repeating_it() {
         .stderr(err)
         .spawn()
         .expect("serve starts");
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut c = common::keda::client_when_up(addr, Duration::from_secs(15)).await;
     let mut errors = Vec::new();
     for url in [
         format!("http://keda:{PASSWORD}@infscale-activator.llm.svc:9092"),
@@ -206,17 +207,9 @@ async fn a_password_in_an_activator_url_is_refused_without_repeating_it() {
             "chat",
             &[("threshold", "4".to_owned()), ("activatorUrl", url)],
         );
-        let status = loop {
-            let c = ExternalScalerClient::connect(format!("http://127.0.0.1:{port}")).await;
-            if let Ok(mut c) = c {
-                break c
-                    .get_metric_spec(so.clone())
-                    .await
-                    .expect_err("userinfo is refused");
-            }
-            assert!(Instant::now() < deadline, "serve never listened");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let status = common::keda::metric_spec(&mut c, &so)
+            .await
+            .expect_err("userinfo is refused");
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
         errors.push(status.message().to_owned());
     }

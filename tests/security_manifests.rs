@@ -8,8 +8,9 @@
 mod common;
 
 use common::activator::activator_on;
-use common::kube_recorder::recorder;
-use common::scaler::{metrics_request, object, with_kube};
+use common::keda::{metrics_request, object};
+use common::kube::Kube;
+use common::scaler::with_kube;
 use infscale::activator::routes::RouteSpec;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 type Rule = common::rbac::Rule;
 use common::rbac::{docs, granted};
 
-fn called(calls: &[common::kube_recorder::Call]) -> BTreeSet<Rule> {
+fn called(calls: &[common::kube::Call]) -> BTreeSet<Rule> {
     calls.iter().filter_map(|c| c.rbac()).collect()
 }
 
@@ -84,7 +85,7 @@ fn the_image_runs_as_a_non_root_user() {
 async fn the_scalers_rbac_is_exactly_what_serve_calls() {
     let act = activator_on("chat", "127.0.0.2:0");
     act.set_held(2);
-    let api = recorder("127.0.0.2", "127.0.0.3", act.server.addr.port());
+    let api = Kube::two_namespaces("127.0.0.2", "127.0.0.3", act.server.addr.port());
     let (running, mut c) = with_kube(api.server.url("")).await;
     let so = object(
         "chat",
@@ -128,7 +129,7 @@ async fn the_scalers_rbac_is_exactly_what_serve_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_activators_rbac_is_exactly_what_it_calls() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let api = recorder("127.0.0.2", "127.0.0.3", 9);
+    let api = Kube::two_namespaces("127.0.0.2", "127.0.0.3", 9);
     let route = RouteSpec {
         service: Some("infscale-activator".into()),
         counts_host: Some("chat".into()),
@@ -190,10 +191,10 @@ fn deletion_cost_adds_only_patch_on_pods_in_a_namespace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactly_its_rbac() {
-    use common::cluster::{api, Slices, ADMIN_SERVICE};
+    use common::kube::{Cluster, ADMIN_SERVICE};
     use common::pods::{pod, vllm_running, Behaviour};
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let slices = Slices::default();
+    let slices = Cluster::default();
     // A slice a crashed scaler left behind.
     slices.put(
         serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -203,7 +204,7 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
         "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]}),
     );
-    let kube = api(slices.clone());
+    let kube = Kube::serve_mode(slices.clone());
     let busy = pod("127.0.0.2:0", Behaviour::Page(vllm_running(5)));
     // The activator as the manifests find it: the ready pods of its admin Service.
     let act = activator_on("chat", "127.0.0.3:0");
@@ -215,7 +216,7 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         ..common::scaler::config()
     })
     .await;
-    let mut c = common::scaler::client(running.grpc).await;
+    let mut c = common::keda::client(running.grpc).await;
     let so = object(
         "chat",
         &[
@@ -247,7 +248,7 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
     };
     // The API cannot write: idle, the target stays active (the activator is not in the path).
     slices.refuse_writes(true);
-    common::scaler::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+    common::keda::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
     busy.set(Behaviour::Page(vllm_running(0)));
     for _ in 0..10 {
         let active = c.is_active(so.clone()).await.map(|r| r.into_inner().result);
@@ -261,7 +262,7 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
     slices.refuse_writes(false);
     busy.set(Behaviour::Page(vllm_running(5)));
     // Busy with a Ready pod: the slice left behind goes once the settle has passed.
-    common::scaler::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
+    common::keda::active_when(&mut c, &so, Ok(true), Duration::from_secs(10)).await;
     within("the stale slice removed", &|| !slices.ours("chat"));
     // Idle: the activator's slice comes back, but no activator answers through the Service, so
     // the target stays active (KEDA keeps the last replica).

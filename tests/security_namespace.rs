@@ -6,9 +6,10 @@
 mod common;
 
 use common::activator::activator_on;
-use common::kube_recorder::recorder;
+use common::keda::{metrics_request, object};
+use common::kube::Kube;
 use common::pods::{pod, vllm_running, Behaviour, Pod};
-use common::scaler::{metrics_request, object, with_kube};
+use common::scaler::with_kube;
 use std::time::{Duration, Instant};
 
 /// Pods at 127.0.0.2 (`llm`) and 127.0.0.3 (`other`) on one port, as pods share a port.
@@ -32,7 +33,7 @@ async fn only_the_scaled_objects_namespace_is_read_and_scraped() {
     let (mine, theirs, port) = two_pods();
     let act = activator_on("chat", "127.0.0.2:0");
     act.set_held(3);
-    let api = recorder("127.0.0.2", "127.0.0.3", act.server.addr.port());
+    let api = Kube::two_namespaces("127.0.0.2", "127.0.0.3", act.server.addr.port());
     let (running, mut c) = with_kube(api.server.url("")).await;
     let so = object(
         "chat",
@@ -83,7 +84,7 @@ async fn only_the_scaled_objects_namespace_is_read_and_scraped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_activator_service_in_another_namespace_is_refused() {
-    let api = recorder("127.0.0.2", "127.0.0.3", 9);
+    let api = Kube::two_namespaces("127.0.0.2", "127.0.0.3", 9);
     let (running, mut c) = with_kube(api.server.url("")).await;
     let so = object(
         "chat",

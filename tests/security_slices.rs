@@ -10,8 +10,9 @@ mod common;
 
 use common::activator::activator_on;
 use common::http::{respond, serve};
-use common::kubeapi::kube_api;
-use common::scaler::{active_when, client, config, metrics_request, object, start, value_when};
+use common::keda::{active_when, client, metrics_request, object, value_when};
+use common::kube::Kube;
+use common::scaler::{config, start};
 use infscale::serve::server::Config;
 use std::time::Duration;
 
@@ -73,9 +74,9 @@ async fn only_controller_managed_slices_with_ip_addresses_are_followed() {
     real.set_held(1);
     hand_made.set_held(5);
     by_name.set_held(7);
-    let api = kube_api("llm", "chat", Vec::new());
-    *api.activators.lock().unwrap() = (vec!["127.0.0.2".into()], port);
-    api.extra_slices.lock().unwrap().extend([
+    let api = Kube::model("llm", "chat", Vec::new());
+    api.set_activators("llm", &["127.0.0.2".into()], port);
+    for extra in [
         slice(
             "hand-made",
             serde_json::json!({SERVICE: "infscale-activator"}),
@@ -97,7 +98,9 @@ async fn only_controller_managed_slices_with_ip_addresses_are_followed() {
             &["localhost".into()],
             port,
         ),
-    ]);
+    ] {
+        api.cluster.put(extra);
+    }
     let running = start(Config {
         kube_api: Some(api.server.url("")),
         use_kube: true,
@@ -118,12 +121,12 @@ async fn only_controller_managed_slices_with_ip_addresses_are_followed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_dead_endpoints_are_capped_and_summarised() {
-    let api = kube_api("llm", "chat", Vec::new());
+    let api = Kube::model("llm", "chat", Vec::new());
     let dead_port = common::scaler::free_port();
     let dead: Vec<String> = (0..2000)
         .map(|i| format!("127.0.{}.{}", 10 + i / 250, 1 + i % 250))
         .collect();
-    *api.activators.lock().unwrap() = (dead, dead_port);
+    api.set_activators("llm", &dead, dead_port);
     let running = start(Config {
         kube_api: Some(api.server.url("")),
         use_kube: true,

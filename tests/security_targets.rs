@@ -8,27 +8,22 @@
 mod common;
 
 use common::activator::activator;
-use common::scaler::{client, config, metrics_request, refused_url, start};
+use common::keda::{client, metrics_request, object_in, Client};
+use common::scaler::{config, refused_url, start};
 use infscale::serve::limits::Limits;
-use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use infscale::serve::proto::ScaledObjectRef;
 use infscale::serve::server::Config;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 
 fn scaled_object(namespace: &str, name: &str, extra: &[(&str, String)]) -> ScaledObjectRef {
-    let mut metadata = HashMap::from([
-        ("deployment".to_owned(), name.to_owned()),
-        ("threshold".to_owned(), "2".to_owned()),
-        ("scrapeIntervalSeconds".to_owned(), "0.2".to_owned()),
-    ]);
-    metadata.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    ScaledObjectRef {
-        name: name.to_owned(),
-        namespace: namespace.to_owned(),
-        scaler_metadata: metadata,
-    }
+    let mut metadata = vec![
+        ("deployment", name.to_owned()),
+        ("threshold", "2".to_owned()),
+        ("scrapeIntervalSeconds", "0.2".to_owned()),
+    ];
+    metadata.extend(extra.iter().cloned());
+    object_in(namespace, name, &metadata)
 }
 
 /// A model at zero in `llm` ("chat": nothing listens at its pod's URL) with one request held at
@@ -49,7 +44,7 @@ fn at_zero_with_a_held_request(
 }
 
 /// The model wakes: its first IsActive is true and its first GetMetrics asks for a replica.
-async fn wakes(c: &mut ExternalScalerClient<Channel>, so: &ScaledObjectRef) {
+async fn wakes(c: &mut Client, so: &ScaledObjectRef) {
     let active = c.is_active(so.clone()).await;
     assert!(
         active.as_ref().is_ok_and(|r| r.get_ref().result),

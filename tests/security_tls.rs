@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::scaler::{config, object, start};
+use common::keda::{client_over, object};
+use common::scaler::{config, start};
 use common::tls::{temp_dir, write, Pki};
-use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use infscale::serve::server::{Config, TlsFiles};
 use std::time::Duration;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
@@ -14,7 +14,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 /// Whether a client on `channel` (or the connect itself) is refused; within 10 s.
 async fn refused(channel: Result<Channel, tonic::transport::Error>) -> bool {
     let Ok(channel) = channel else { return true };
-    let mut client = ExternalScalerClient::new(channel);
+    let mut client = client_over(channel);
     let call = client.get_metric_spec(object("chat", &[("threshold", "8".to_owned())]));
     match tokio::time::timeout(Duration::from_secs(10), call).await {
         Ok(r) => r.is_err(),

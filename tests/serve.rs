@@ -5,15 +5,13 @@ mod common;
 
 use common::activator::activator;
 use common::fixture;
-use common::kubeapi::{kube_api, ready_pods, FakePod};
+use common::keda::{client, client_over, metrics_request, next_push, object, value_when};
+use common::kube::{ready_pods, FakePod, Kube};
 use common::pods::{pod, pods_on_one_port, Behaviour};
-use common::scaler::{
-    client, config, metrics_request, next_push, object, push_after_hold, start, value_when,
-};
+use common::scaler::{config, push_after_hold, start};
 use infscale::metrics::{read_page, Replica, ServerChoice};
 use infscale::scaling::{evaluate, Metric, Observation, Policy, ScalerState};
 use infscale::serve::limits::Limits;
-use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use infscale::serve::server::Config;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -58,7 +56,7 @@ fn decided_value(pages: &[&str], held: f64) -> f64 {
 async fn keda_calls_against_a_stand_in_cluster() {
     let busy = ["vllm-busy.prom", "vllm-idle.prom", "vllm-two-engines.prom"];
     let (pods, port) = pods_on_one_port(busy.iter().map(|p| Behaviour::Page(page(p))).collect());
-    let api = kube_api("llm", "chat", ready_pods("chat", 3));
+    let api = Kube::model("llm", "chat", ready_pods("chat", 3));
     let act = activator("chat");
     let running = start(Config {
         kube_api: Some(api.server.url("")),
@@ -215,6 +213,8 @@ async fn faulty_pods_do_not_vote_and_all_failing_is_an_error() {
     );
     let asked = Instant::now();
     c.get_metrics(req.clone()).await.unwrap();
+    // Measured against the 1 s scrape timeout: GetMetrics answers from what was read, never
+    // waiting for the hung pod's scrape to time out.
     assert!(
         asked.elapsed() < Duration::from_secs(1),
         "GetMetrics waited {:?}",
@@ -452,7 +452,7 @@ async fn mutual_tls_from_certificate_files() {
         .connect()
         .await
         .unwrap();
-    let mut c = ExternalScalerClient::new(channel);
+    let mut c = client_over(channel);
     let spec = c
         .get_metric_spec(object("chat", &[("threshold", "8".to_owned())]))
         .await
@@ -468,7 +468,7 @@ async fn mutual_tls_from_certificate_files() {
         .await;
     let refused = match no_cert {
         Err(_) => true,
-        Ok(channel) => ExternalScalerClient::new(channel)
+        Ok(channel) => client_over(channel)
             .get_metric_spec(object("chat", &[("threshold", "8".to_owned())]))
             .await
             .is_err(),
@@ -480,7 +480,7 @@ async fn mutual_tls_from_certificate_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_last_pod_list_outlives_the_api_for_a_bounded_time() {
     let (pods, port) = pods_on_one_port(vec![Behaviour::Page(page("vllm-busy.prom"))]);
-    let api = kube_api(
+    let api = Kube::model(
         "llm",
         "chat",
         vec![FakePod {
@@ -541,7 +541,7 @@ async fn standalone_kube_decides_through_the_pod_proxy_and_applies() {
         Behaviour::Page(page("vllm-busy.prom")),
         Behaviour::Page(page("vllm-two-engines.prom")),
     ]);
-    let api = kube_api("llm", "chat", ready_pods("chat", 2));
+    let api = Kube::model("llm", "chat", ready_pods("chat", 2));
     let args: Vec<String> = [
         "kube",
         "-n",
@@ -587,6 +587,6 @@ async fn standalone_kube_decides_through_the_pod_proxy_and_applies() {
         "{text}"
     );
     assert!(text.contains("scaled deployment/chat to 6"), "{text}");
-    assert_eq!(*api.replicas.lock().unwrap(), 6);
+    assert_eq!(api.replicas("llm", "chat").unwrap(), 6);
     drop(pods);
 }

@@ -8,8 +8,9 @@
 
 mod common;
 
-use common::cluster::{api, kube_proxy, Slices};
-use common::scaler::{client, config, object, start};
+use common::keda::{client, object};
+use common::kube::{kube_proxy, Cluster, Kube};
+use common::scaler::{config, start};
 use infscale::activator::routes::RouteSpec;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -102,7 +103,7 @@ async fn serve_pod(
 async fn keda(
     scaler: SocketAddr,
     so: infscale::serve::proto::ScaledObjectRef,
-    slices: Slices,
+    slices: Cluster,
     pod_addr: SocketAddr,
     seen: Arc<Seen>,
     replicas: Arc<AtomicU32>,
@@ -188,8 +189,8 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
         .with_env_filter("infscale::serve=info")
         .with_test_writer()
         .try_init();
-    let slices = Slices::default();
-    let kube = api(slices.clone());
+    let slices = Cluster::default();
+    let kube = Kube::serve_mode(slices.clone());
     let service = kube_proxy(slices.clone(), "chat").await;
     let pod_addr = {
         let l = std::net::TcpListener::bind("127.0.0.2:0").unwrap();

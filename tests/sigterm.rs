@@ -10,7 +10,6 @@
 mod common;
 
 use common::churn::{activator_process, client, send_to, Outcome, Upstream, UpstreamOpts};
-use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
 use infscale::serve::proto::{GetMetricsRequest, ScaledObjectRef};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -149,18 +148,14 @@ async fn activator_drains_forwarded_requests_and_answers_held_ones() {
 }
 
 fn object(name: &str) -> ScaledObjectRef {
-    ScaledObjectRef {
-        name: name.to_owned(),
-        namespace: "llm".to_owned(),
-        scaler_metadata: [
-            ("deployment", name),
-            ("threshold", "4"),
-            ("scrapeIntervalSeconds", "0.5"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-    }
+    common::keda::object(
+        name,
+        &[
+            ("deployment", name.to_owned()),
+            ("threshold", "4".to_owned()),
+            ("scrapeIntervalSeconds", "0.5".to_owned()),
+        ],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -206,12 +201,9 @@ async fn serve_exits_promptly_under_load_and_its_streams_end_cleanly() {
             }
         }
     };
-    let mut c = ExternalScalerClient::new(channel.clone());
+    let mut c = common::keda::client_over(channel.clone());
     for n in &names {
-        let req = GetMetricsRequest {
-            scaled_object_ref: Some(object(n)),
-            metric_name: format!("infscale-queue-{n}"),
-        };
+        let req = common::keda::metrics_request(&object(n), &format!("infscale-queue-{n}"));
         while c.get_metrics(req.clone()).await.is_err() {
             assert!(Instant::now() < deadline, "{n} never answered");
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -226,7 +218,7 @@ async fn serve_exits_promptly_under_load_and_its_streams_end_cleanly() {
     // Four callers polling as fast as they are answered, until the scaler is gone.
     let callers: Vec<_> = (0..4)
         .map(|k| {
-            let mut c = ExternalScalerClient::new(channel.clone());
+            let mut c = common::keda::client_over(channel.clone());
             let names = names.clone();
             tokio::spawn(async move {
                 let (mut ok, mut i) = (0u64, k);
@@ -256,6 +248,7 @@ async fn serve_exits_promptly_under_load_and_its_streams_end_cleanly() {
     sigterm(&child);
     let (status, took) = exit_within(&mut child, Duration::from_secs(8)).await;
     assert!(status.success(), "{status:?}");
+    // The drain (2 s) is what is tested: the exit comes within it and a margin.
     assert!(
         took < Duration::from_secs(3),
         "exited {took:?} after SIGTERM"
@@ -280,6 +273,7 @@ async fn serve_exits_promptly_under_load_and_its_streams_end_cleanly() {
     for caller in callers {
         let (ok, last_took) = caller.await.unwrap();
         assert!(ok > 0);
+        // KEDA's 3 s deadline is what is tested: no call outlives it while serve drains.
         assert!(
             last_took < Duration::from_secs(3),
             "the last call took {last_took:?}"

@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::kubeapi::kube_api;
+use common::keda::{client, object};
+use common::kube::Kube;
 use infscale::activator::routes::RouteSpec;
 use infscale::serve::discovery::ScrapeVia;
-use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
-use infscale::serve::proto::{GetMetricsRequest, ScaledObjectRef};
+use infscale::serve::proto::GetMetricsRequest;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 async fn a_held_request_wakes_the_deployment() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // The model is at zero: no pods, and its Service's port answers nothing.
-    let api = kube_api("llm", "chat", Vec::new());
+    let api = Kube::model("llm", "chat", Vec::new());
     let nothing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let upstream = format!("http://{}", nothing.local_addr().unwrap());
     drop(nothing);
@@ -65,21 +65,15 @@ async fn a_held_request_wakes_the_deployment() {
     .unwrap();
     let grpc = scaler.grpc_addr().unwrap();
     tokio::spawn(scaler.run(std::future::pending()));
-    let mut c = ExternalScalerClient::connect(format!("http://{grpc}"))
-        .await
-        .unwrap();
-    let so = ScaledObjectRef {
-        name: "chat".into(),
-        namespace: "llm".into(),
-        scaler_metadata: [
+    let mut c = client(grpc).await;
+    let so = object(
+        "chat",
+        &[
             ("threshold", "4".to_owned()),
             ("scrapeIntervalSeconds", "0.2".to_owned()),
             ("activatorUrl", format!("http://{admin}")),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect(),
-    };
+        ],
+    );
     // Idle at zero: not active, no demand.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !matches!(c.is_active(so.clone()).await, Ok(r) if !r.get_ref().result) {
@@ -105,6 +99,8 @@ async fn a_held_request_wakes_the_deployment() {
         .unwrap();
     let took = sent.elapsed();
     assert!(woke.result);
+    // Promptness is what is tested (tight for that reason): well inside the 0.2 s scrape
+    // interval, so the wake was pushed, not found by a poll.
     assert!(took < Duration::from_millis(100), "woke after {took:?}");
     eprintln!("a held request reached StreamIsActive in {took:?}");
     let m = c

@@ -6,7 +6,8 @@ mod common;
 
 use common::fixture;
 use common::http::{respond, serve};
-use common::scaler::{client, config, metrics_request, object, start, value_when};
+use common::keda::{client, metrics_request, object, value_when};
+use common::scaler::{config, start};
 use infscale::scaling::hpa::replicas::{external_per_pod, to_milli, Tolerances};
 use infscale::serve::server::Config;
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 //! same loopback address), a paced client that sends each request with a unique id, the real
 //! `infscale activator` process in front, and the verdict over what the client and the upstream
 //! each saw. Used by tests/upstream_churn.rs and tests/sigterm.rs, and by the 10,000-request soak
-//! (benches/soak_activator.rs includes this file by path).
+//! (benches/soak_activator.rs includes this file and `loopback.rs` by path).
 
 #![allow(dead_code)]
 
@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+
+use super::loopback::accept_tokio;
 
 /// How the stand-in model server behaves.
 #[derive(Clone, Copy)]
@@ -92,22 +94,8 @@ impl Upstream {
     fn serve(&self, listener: TcpListener) {
         let seen = self.seen.clone();
         let opts = self.opts;
-        let task = tokio::spawn(async move {
-            // Connections live in this set: aborting this task drops it, and with it every
-            // connection, as a killed process would.
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        if let Ok((s, _)) = accepted {
-                            let _ = s.set_nodelay(true);
-                            conns.spawn(connection(s, seen.clone(), opts));
-                        }
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
+        // Aborting the task drops every connection, as a killed process would.
+        let task = accept_tokio(listener, move |s| connection(s, seen.clone(), opts));
         *self.running.lock().unwrap() = Some(task);
     }
 

@@ -4,7 +4,7 @@
 //! activator) and can be switched while it runs. What `common::pods` does at the HTTP level
 //! (hang, 5xx, huge pages) stays there.
 
-use super::http::read_head;
+use super::http::{read_head, serve, Server};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 pub struct Raw {
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// The accept loop serving it, if one does.
+    _server: Option<Server>,
     /// Connections the test made itself to fill a backlog, kept open.
     _fillers: Vec<TcpStream>,
 }
@@ -53,32 +55,15 @@ fn wait(stop: &AtomicBool, d: Duration) -> bool {
 /// A listener on 127.0.0.1 that calls `handler` on a thread per connection, after reading the
 /// request head.
 fn raw(handler: impl Fn(TcpStream, &AtomicBool) + Send + Sync + 'static) -> Raw {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let addr = listener.local_addr().expect("addr");
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let handler = Arc::new(handler);
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !flag.load(Ordering::SeqCst) && Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    let _ = stream.set_nonblocking(false);
-                    let (handler, flag) = (handler.clone(), flag.clone());
-                    std::thread::spawn(move || {
-                        if read_head(&mut stream).is_some() {
-                            handler(stream, &flag);
-                        }
-                    });
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    });
+    let server = serve(
+        "127.0.0.1:0",
+        Duration::from_secs(120),
+        move |stream, _, stop| handler(stream, &stop),
+    );
     Raw {
-        addr,
-        stop,
+        addr: server.addr,
+        stop: server.stopped(),
+        _server: Some(server),
         _fillers: Vec::new(),
     }
 }
@@ -115,6 +100,7 @@ pub fn backlog_full() -> Raw {
     Raw {
         addr,
         stop,
+        _server: None,
         _fillers: fillers,
     }
 }

@@ -1,11 +1,15 @@
-//! A minimal threaded HTTP/1.1 server for stand-ins: one thread per connection, one request per
-//! connection (`connection: close`), bounded by a deadline and stopped when dropped.
+//! HTTP/1.1 as the stand-ins speak it: a request read, an answer written (`connection: close`,
+//! one request per connection), and [`serve`], the shared loopback accept loop with the
+//! request read for the handler.
 
+pub use super::loopback::Server;
+
+use super::loopback::accept;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::TcpStream;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The request line's method and target, e.g. ("GET", "/metrics?x=1"), and the body.
 pub struct RequestHead {
@@ -14,28 +18,6 @@ pub struct RequestHead {
     /// Header names and values, in order.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-}
-
-/// Runs `handler` for each connection until dropped (or for at most `lifetime`).
-pub struct Server {
-    pub addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Server {
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    pub fn stopped(&self) -> Arc<AtomicBool> {
-        self.stop.clone()
-    }
 }
 
 /// Reads a request head (request line and headers) from the stream.
@@ -97,96 +79,17 @@ pub fn json(stream: &mut TcpStream, status: u16, v: serde_json::Value) {
     respond(stream, status, "application/json", v.to_string().as_bytes());
 }
 
-/// A Kubernetes watch with no events: held open for 5 s (or until the server stops), then
-/// ended, so the watcher watches again.
-pub fn hold_watch(stream: &mut TcpStream, stop: &AtomicBool) {
-    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n");
-    for _ in 0..50 {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = stream.write_all(b"0\r\n\r\n");
-}
-
-/// Serves on `addr` (port 0 picks one), calling `handler` on a thread per connection.
+/// Serves on `addr` (port 0 picks one), reading each connection's request and calling
+/// `handler` on the connection's own thread.
 pub fn serve<F>(addr: &str, lifetime: Duration, handler: F) -> Server
 where
     F: Fn(TcpStream, RequestHead, Arc<AtomicBool>) + Send + Sync + 'static,
 {
-    let listener = TcpListener::bind(addr).expect("bind loopback");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let addr = listener.local_addr().expect("addr");
-    let stop = Arc::new(AtomicBool::new(false));
-    let handler = Arc::new(handler);
-    let flag = stop.clone();
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + lifetime;
-        while !flag.load(Ordering::SeqCst) && Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_nodelay(true);
-                    let handler = handler.clone();
-                    let flag = flag.clone();
-                    std::thread::spawn(move || {
-                        if let Some(head) = read_head(&mut stream) {
-                            handler(stream, head, flag);
-                        }
-                    });
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(2)),
-            }
+    accept(addr, lifetime, move |mut stream, _, stop| {
+        if let Some(head) = read_head(&mut stream) {
+            handler(stream, head, stop);
         }
-    });
-    Server { addr, stop }
-}
-
-/// (connection number, `x-seq`) for every request a recording upstream recorded, in the order
-/// each connection's thread read its request.
-pub type Arrivals = Arc<std::sync::Mutex<Vec<(usize, u64)>>>;
-
-/// A thread-per-connection upstream (as llama.cpp's server is): one thread accepts connections
-/// in the order they arrive and hands each to a thread of its own (`connection: close`, so every
-/// request comes on a new connection). `/health` says `ready`; any other request is recorded by
-/// its `x-seq` header with the number of its connection, when its thread reads it.
-pub fn recording_upstream(ready: Arc<AtomicBool>) -> (SocketAddr, Arrivals) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-    let addr = listener.local_addr().expect("addr");
-    let seen: Arrivals = Arc::default();
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        // Bounded: the tests send a few hundred requests and some probes.
-        for (n, stream) in listener.incoming().take(5000).enumerate() {
-            let Ok(mut stream) = stream else { continue };
-            let (ready, record) = (ready.clone(), record.clone());
-            std::thread::spawn(move || {
-                let Some(head) = read_head(&mut stream) else {
-                    return;
-                };
-                if head.target == "/health" {
-                    let status = if ready.load(Ordering::SeqCst) {
-                        200
-                    } else {
-                        503
-                    };
-                    respond(&mut stream, status, "text/plain", b"health\n");
-                    return;
-                }
-                let seq = head
-                    .headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("x-seq"))
-                    .and_then(|(_, v)| v.parse().ok());
-                if let Some(seq) = seq {
-                    record.lock().unwrap().push((n, seq));
-                }
-                respond(&mut stream, 200, "text/plain", b"ok\n");
-            });
-        }
-    });
-    (addr, seen)
+    })
 }
 
 /// A Kubernetes API stand-in's `/version` answer.

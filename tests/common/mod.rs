@@ -5,22 +5,23 @@
 
 pub mod activator;
 pub mod churn;
-pub mod cluster;
 pub mod faulty;
 pub mod http;
-pub mod kube_recorder;
-pub mod kubeapi;
+pub mod keda;
+pub mod kube;
+pub mod loopback;
 pub mod model;
 pub mod pods;
 pub mod promql;
 pub mod rbac;
+pub mod recording;
 pub mod scaler;
 pub mod timed;
 pub mod tls;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::thread::JoinHandle;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub fn fixture(name: &str) -> String {
@@ -31,7 +32,10 @@ pub fn fixture(name: &str) -> String {
 /// `status` and `body`, and stops after `max_requests` or 20 seconds, whichever comes first.
 pub struct StandIn {
     pub addr: SocketAddr,
-    handle: Option<JoinHandle<usize>>,
+    server: http::Server,
+    served: Arc<AtomicUsize>,
+    max_requests: usize,
+    until: Instant,
 }
 
 impl StandIn {
@@ -40,46 +44,35 @@ impl StandIn {
     }
 
     /// Waits for the server to stop; returns how many requests it answered.
-    pub fn served(mut self) -> usize {
-        self.handle.take().map_or(0, |h| h.join().unwrap_or(0))
+    pub fn served(self) -> usize {
+        while self.served.load(Ordering::SeqCst) < self.max_requests && Instant::now() < self.until
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(self.server);
+        self.served.load(Ordering::SeqCst).min(self.max_requests)
     }
 }
 
 pub fn stand_in(status: u16, body: Vec<u8>, max_requests: usize) -> StandIn {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let addr = listener.local_addr().expect("addr");
-    let handle = std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut served = 0;
-        while served < max_requests && Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    let mut request = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => request.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let head = format!(
-                        "HTTP/1.1 {status} X\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = stream.write_all(head.as_bytes());
-                    let _ = stream.write_all(&body);
-                    served += 1;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    let lifetime = Duration::from_secs(20);
+    let server = http::serve("127.0.0.1:0", lifetime, move |mut stream, _, stop| {
+        let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= max_requests {
+            // The last one: the listener closes, later connections are refused.
+            stop.store(true, Ordering::SeqCst);
         }
-        served
+        if n <= max_requests {
+            http::respond(&mut stream, status, "text/plain; version=0.0.4", &body);
+        }
     });
     StandIn {
-        addr,
-        handle: Some(handle),
+        addr: server.addr,
+        server,
+        served,
+        max_requests,
+        until: Instant::now() + lifetime,
     }
 }

@@ -1,17 +1,16 @@
 //! KEDA's calls to `serve`, each timed and held to KEDA's 3 s gRPC deadline, with the slowest
 //! answer kept for the fault tests' `FAULT case | answer | max ms` lines.
 
-use infscale::serve::proto::external_scaler_client::ExternalScalerClient;
+use super::keda::{is_active, metric_value, Client};
 use infscale::serve::proto::{GetMetricsRequest, IsActiveResponse, ScaledObjectRef};
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 
 /// KEDA's deadline for each call to an external scaler.
 pub const KEDA_DEADLINE: Duration = Duration::from_secs(3);
 
 /// A client whose every call is timed.
 pub struct Timed {
-    pub c: ExternalScalerClient<Channel>,
+    pub c: Client,
     /// The slowest answer so far.
     pub max: Duration,
     /// Calls made.
@@ -27,7 +26,7 @@ pub fn said<T: std::fmt::Display>(r: &Result<T, tonic::Status>) -> String {
 }
 
 impl Timed {
-    pub fn new(c: ExternalScalerClient<Channel>) -> Timed {
+    pub fn new(c: Client) -> Timed {
         Timed {
             c,
             max: Duration::ZERO,
@@ -44,20 +43,20 @@ impl Timed {
 
     pub async fn metrics(&mut self, req: &GetMetricsRequest) -> Result<f64, tonic::Status> {
         let started = Instant::now();
-        let r = tokio::time::timeout(KEDA_DEADLINE, self.c.get_metrics(req.clone()))
+        let r = tokio::time::timeout(KEDA_DEADLINE, metric_value(&mut self.c, req))
             .await
             .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("GetMetrics")));
         self.took("GetMetrics", started);
-        r.map(|r| r.into_inner().metric_values[0].metric_value_float)
+        r
     }
 
     pub async fn active(&mut self, so: &ScaledObjectRef) -> Result<bool, tonic::Status> {
         let started = Instant::now();
-        let r = tokio::time::timeout(KEDA_DEADLINE, self.c.is_active(so.clone()))
+        let r = tokio::time::timeout(KEDA_DEADLINE, is_active(&mut self.c, so))
             .await
             .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("IsActive")));
         self.took("IsActive", started);
-        r.map(|r| r.into_inner().result)
+        r
     }
 
     /// Opens `StreamIsActive` and returns its first message, which must come within 3 s.
