@@ -67,9 +67,11 @@ pub struct SimArgs {
     #[arg(long, default_value = "external-push", value_parser = ["external", "external-push"])]
     pub trigger: String,
     /// KEDA pollingInterval, seconds.
+    // TODO(cycle): KEDA's polling interval, `control::cycle::POLLING_INTERVAL_S`.
     #[arg(long, default_value_t = 30.0)]
     pub polling_interval: f64,
     /// How often the scaler scrapes the pods, seconds.
+    // TODO(cycle): serve's scrape interval, `control::cycle::SCRAPE_INTERVAL_S`.
     #[arg(long, default_value_t = 5.0)]
     pub scrape_interval: f64,
     /// A first token later than this misses the SLO, seconds.

@@ -16,7 +16,9 @@ use crate::serve::activators::Members;
 pub use address::AllowedActivators;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
-pub use target_keys::{TargetKey, TargetKind, TARGET_KEYS};
+pub use target_keys::{
+    TargetKey, TargetKind, DEFAULT_METRICS_PATH, DEFAULT_METRICS_PORT, DEFAULT_SERVER, TARGET_KEYS,
+};
 
 /// Which pods make up the scale target.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -42,6 +42,15 @@ const fn target_key(
     }
 }
 
+/// `server` when none is given: the series tell which server it is.
+pub const DEFAULT_SERVER: &str = "auto";
+
+/// `metricsPort` when none is given (vLLM's port).
+pub const DEFAULT_METRICS_PORT: &str = "8000";
+
+/// `metricsPath` when none is given.
+pub const DEFAULT_METRICS_PATH: &str = "/metrics";
+
 /// The target key named `name`.
 pub fn key(name: &str) -> Option<&'static TargetKey> {
     TARGET_KEYS.iter().find(|k| k.name == name)
@@ -108,7 +117,7 @@ pub const TARGET_KEYS: &[TargetKey] = &[
     target_key(
         "server",
         TargetKind::Text,
-        "auto",
+        DEFAULT_SERVER,
         "`vllm`, `llamacpp`, `sglang`, `tgi` (archived upstream, March 2026), `triton`, \
          `trtllm` (trtllm-serve, Triton's TensorRT-LLM backend); a metric the server cannot \
          export is refused",
@@ -116,13 +125,13 @@ pub const TARGET_KEYS: &[TargetKey] = &[
     target_key(
         "metricsPort",
         TargetKind::Port,
-        "8000",
+        DEFAULT_METRICS_PORT,
         "the port of each pod's metrics page",
     ),
     target_key(
         "metricsPath",
         TargetKind::Text,
-        "/metrics",
+        DEFAULT_METRICS_PATH,
         "the path of each pod's metrics page",
     ),
     target_key(
@@ -134,7 +143,10 @@ pub const TARGET_KEYS: &[TargetKey] = &[
     target_key(
         "coldStartSeconds",
         // Read through the `lookahead` key, with its bounds.
-        TargetKind::Seconds { min: 0.0, max: 3600.0 },
+        TargetKind::Seconds {
+            min: 0.0,
+            max: 3600.0,
+        },
         "",
         "the pods' cold start; the lookahead's default, and the prior of `lookaheadSeconds: auto`",
     ),
