@@ -10,6 +10,7 @@ use super::state_file::{load_state, save_state};
 use super::table;
 use crate::metrics::ServerChoice;
 use crate::serve::discovery::ScrapeVia;
+use crate::serve::metadata;
 use crate::serve::standalone::{self, DeploymentRef};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,14 +24,14 @@ pub struct Args {
     #[arg(long)]
     pub deployment: String,
     /// The pods' metrics port.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value = metadata::DEFAULT_METRICS_PORT)]
     pub metrics_port: u16,
     /// The pods' metrics path.
-    #[arg(long, default_value = "/metrics")]
+    #[arg(long, default_value = metadata::DEFAULT_METRICS_PATH)]
     pub metrics_path: String,
     /// Which server's series to read: auto, vllm, llamacpp, sglang, tgi (archived upstream,
     /// March 2026), triton or trtllm (trtllm-serve and Triton's TensorRT-LLM backend).
-    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<ServerChoice>())]
+    #[arg(long, default_value = metadata::DEFAULT_SERVER, value_parser = |s: &str| s.parse::<ServerChoice>())]
     pub server: ServerChoice,
     #[command(flatten)]
     pub policy: PolicyArgs,

@@ -19,7 +19,8 @@ pub mod service;
 use crate::activator::routes::{GivenEndpoints, Readiness, RouteSpec};
 use crate::emulate::{Dialect, EmulateConfig};
 use crate::scaling::cycle::HPA_SYNC_PERIOD_S;
-use crate::scaling::Policy;
+use crate::scaling::{keys, Policy};
+use crate::serve::metadata::{TargetKind, TARGET_KEYS};
 use crate::serve::proto::ScaledObjectRef;
 use crate::sim::gpu::GpuModel;
 use crate::sim::replica::Hardware;
@@ -78,7 +79,8 @@ pub struct DemoReport {
 /// The trigger metadata for `policy`, as a ScaledObject carries it, with its times in wall
 /// seconds and its token rates per wall second at `speed` (`serve` runs on the wall clock, and
 /// the emulated replicas count tokens `speed` times faster), plus where the pods and the
-/// activator are.
+/// activator are. Which values are times and rates is the key tables' unit: every policy key in
+/// seconds or per second, written or at its default, and every target key in seconds.
 fn metadata(
     policy: &Policy,
     cold_start_s: f64,
@@ -86,34 +88,49 @@ fn metadata(
     speed: f64,
     service: Option<SocketAddr>,
 ) -> HashMap<String, String> {
-    let mut wall = policy.clone();
-    wall.lookahead_s /= speed;
-    wall.trend_window_s /= speed;
-    wall.slo_s /= speed;
-    wall.prefill_rate *= speed;
-    wall.decode_rate *= speed;
     let mut m: HashMap<String, String> =
-        crate::scaling::scaled_object::trigger_metadata(&wall, cold_start_s / speed)
+        crate::scaling::scaled_object::trigger_metadata(policy, cold_start_s)
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
-    m.insert(
-        "trendSeconds".into(),
-        crate::scaling::demand::fmt(wall.trend_window_s),
-    );
     m.insert("deployment".into(), "model".into());
     m.insert("activatorUrl".into(), format!("http://{admin}"));
     m.insert("activatorHost".into(), "model".into());
-    m.insert("scrapeIntervalSeconds".into(), (5.0 / speed).to_string());
-    m.insert(
-        "scrapeTimeoutSeconds".into(),
-        (2.0 / speed).max(0.2).to_string(),
-    );
     if let Some(svc) = service {
         m.insert("serveMode".into(), "true".into());
         m.insert("service".into(), "model".into());
         m.insert("serviceUrl".into(), format!("http://{svc}"));
-        m.insert("serveModeSettleSeconds".into(), (30.0 / speed).to_string());
+    }
+    let policy_keys = crate::scaling::keys::KEYS.iter().filter_map(|k| {
+        let factor = match k.unit {
+            keys::SECONDS => 1.0 / speed,
+            keys::PER_SECOND => speed,
+            _ => return None,
+        };
+        Some((k.metadata()?, k.default, factor))
+    });
+    let target_keys = TARGET_KEYS.iter().filter_map(|k| match k.kind {
+        TargetKind::Seconds { min, .. } => Some((k.name, k.default, 1.0 / speed, min)),
+        _ => None,
+    });
+    let timed = policy_keys
+        .map(|(name, default, factor)| (name, default, factor, 0.0))
+        .chain(target_keys);
+    for (name, default, factor, min) in timed {
+        // A key left out is at its default, which is in simulated time too. The serve mode keys
+        // only outside serve mode are left out.
+        let serve_mode_only = name.starts_with("serveMode") && service.is_none();
+        let value = m.get(name).map_or(default, String::as_str);
+        if let (Ok(v), false) = (value.trim().parse::<f64>(), serve_mode_only) {
+            let scaled = (v * factor).max(min);
+            m.insert(name.to_owned(), crate::scaling::keys::num(scaled));
+        }
+    }
+    // The scrape timeout: at least 0.2 wall seconds, however fast the clock.
+    if let Some(t) = m.get_mut("scrapeTimeoutSeconds") {
+        if let Ok(v) = t.parse::<f64>() {
+            *t = v.max(0.2).to_string();
+        }
     }
     m
 }

@@ -7,6 +7,7 @@
 //! was started with: a URL in metadata is never fetched blindly.
 
 mod address;
+mod target_keys;
 
 use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES};
 use crate::metrics::ServerChoice;
@@ -15,6 +16,9 @@ use crate::serve::activators::Members;
 pub use address::AllowedActivators;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
+pub use target_keys::{
+    TargetKey, TargetKind, DEFAULT_METRICS_PATH, DEFAULT_METRICS_PORT, DEFAULT_SERVER, TARGET_KEYS,
+};
 
 /// Which pods make up the scale target.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -93,106 +97,6 @@ const IGNORED: &[&str] = &[
     "tlsClientCert",
     "tlsClientKey",
     "tlsCertFile",
-];
-
-/// A trigger metadata key that says where the target's pods are and how to read them.
-pub struct TargetKey {
-    pub name: &'static str,
-    /// The default, as written; empty when there is none.
-    pub default: &'static str,
-    pub doc: &'static str,
-}
-
-const fn target_key(name: &'static str, default: &'static str, doc: &'static str) -> TargetKey {
-    TargetKey { name, default, doc }
-}
-
-/// The keys infscale reads besides the policy's (which [`keys::KEYS`] names), in the order the
-/// trigger metadata reference lists them.
-pub const TARGET_KEYS: &[TargetKey] = &[
-    target_key(
-        "deployment",
-        "",
-        "the Deployment whose Ready pods are scraped (its selector, in the ScaledObject's \
-         namespace); without it and `podSelector`, the ScaledObject's name",
-    ),
-    target_key(
-        "podSelector",
-        "",
-        "a label selector instead of `deployment`",
-    ),
-    target_key(
-        "server",
-        "auto",
-        "`vllm`, `llamacpp`, `sglang`, `tgi` (archived upstream, March 2026), `triton`, \
-         `trtllm` (trtllm-serve, Triton's TensorRT-LLM backend); a metric the server cannot \
-         export is refused",
-    ),
-    target_key("metricsPort", "8000", "the port of each pod's metrics page"),
-    target_key(
-        "metricsPath",
-        "/metrics",
-        "the path of each pod's metrics page",
-    ),
-    target_key("metricsScheme", "http", "`http` or `https`"),
-    target_key(
-        "coldStartSeconds",
-        "",
-        "the pods' cold start; the lookahead's default, and the prior of `lookaheadSeconds: auto`",
-    ),
-    target_key(
-        "activatorUrl",
-        "",
-        "the activator's admin URL: a Service in the ScaledObject's namespace \
-         (`http://NAME.NS.svc:PORT`; every ready pod behind it is followed), or URLs named by \
-         `--allow-activator` (several, comma-separated, are summed)",
-    ),
-    target_key(
-        "activatorHost",
-        "",
-        "the host whose counts in the activator's `/queue` are this target's; without it, \
-         `deployment`",
-    ),
-    target_key(
-        "serveMode",
-        "false",
-        "`true`: clients call the model's own Service, and the activator is added to it (an \
-         EndpointSlice infscale owns) only while no replica is Ready, requests are held, or the \
-         target is idle; `IsActive` says idle only once the activator answers through the \
-         Service. Needs `activatorUrl`",
-    ),
-    target_key(
-        "service",
-        "",
-        "serve mode: the model's Service; without it, `deployment`",
-    ),
-    target_key(
-        "serviceUrl",
-        "",
-        "serve mode: where the activator is probed through the Service; without it, \
-         `http://SERVICE.NAMESPACE.svc:PORT` at the Service's first port",
-    ),
-    target_key(
-        "activatorPort",
-        "8080",
-        "serve mode: the port the activator pods take client requests on",
-    ),
-    target_key(
-        "serveModeSettleSeconds",
-        "30",
-        "serve mode: how long the target is busy, with Ready replicas and nothing held, before \
-         the activator leaves the Service's path",
-    ),
-    target_key(
-        "scrapeIntervalSeconds",
-        "5",
-        "how often the pods are scraped",
-    ),
-    target_key(
-        "scrapeTimeoutSeconds",
-        "2",
-        "the timeout of one pod's scrape",
-    ),
 ];
 
 /// Every key infscale reads: the target's, then the policy's trigger keys.
@@ -278,24 +182,6 @@ fn check_sizes(metadata: &HashMap<String, String>) -> Result<(), MetadataError> 
     Ok(())
 }
 
-fn port(key: &str, v: &str) -> Result<u16, MetadataError> {
-    v.parse::<u16>()
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| bad(key, format!("{v:?} is not a port")))
-}
-
-fn seconds(key: &str, v: &str, min: f64, max: f64) -> Result<f64, MetadataError> {
-    let x: f64 = v
-        .trim()
-        .parse()
-        .map_err(|_| bad(key, format!("{v:?} is not a number of seconds")))?;
-    if !(x.is_finite() && x >= min && x <= max) {
-        return Err(bad(key, format!("{v} is outside {min}..{max} seconds")));
-    }
-    Ok(x)
-}
-
 impl TargetSpec {
     /// Reads a trigger's metadata for the ScaledObject `name` in `namespace`.
     pub fn from_metadata(
@@ -322,14 +208,10 @@ impl TargetSpec {
         }
         let get = |k: &str| used.get(k).map(|v| v.trim());
         // A target key's value, or its default from the table.
-        let value = |k: &str| {
-            get(k).unwrap_or_else(|| {
-                TARGET_KEYS
-                    .iter()
-                    .find(|t| t.name == k)
-                    .map_or("", |t| t.default)
-            })
-        };
+        let value =
+            |k: &str| get(k).unwrap_or_else(|| target_keys::key(k).map_or("", |t| t.default));
+        let port = |k: &str| target_keys::port(k, value(k));
+        let seconds = |k: &str| target_keys::seconds(k, value(k));
         let pods = match (get("deployment"), get("podSelector")) {
             (Some(_), Some(_)) => {
                 return Err(bad(
@@ -353,7 +235,7 @@ impl TargetSpec {
         let server: ServerChoice = value("server")
             .parse()
             .map_err(|e: String| bad("server", e))?;
-        let metrics_port = port("metricsPort", value("metricsPort"))?;
+        let metrics_port = port("metricsPort")?;
         let metrics_path =
             address::metrics_path(value("metricsPath")).map_err(|e| bad("metricsPath", e))?;
         let metrics_scheme = value("metricsScheme").to_owned();
@@ -364,18 +246,8 @@ impl TargetSpec {
         // A metric the named server never exports would answer "no value" for good.
         crate::scaling::exports::check(server, &policy)
             .map_err(|e| bad("metric", e.to_string()))?;
-        let scrape_interval = seconds(
-            "scrapeIntervalSeconds",
-            value("scrapeIntervalSeconds"),
-            0.1,
-            300.0,
-        )?;
-        let scrape_timeout = seconds(
-            "scrapeTimeoutSeconds",
-            value("scrapeTimeoutSeconds"),
-            0.05,
-            60.0,
-        )?;
+        let scrape_interval = seconds("scrapeIntervalSeconds")?;
+        let scrape_timeout = seconds("scrapeTimeoutSeconds")?;
         let activator = match get("activatorUrl") {
             None => {
                 if get("activatorHost").is_some() {
@@ -429,18 +301,13 @@ impl TargetSpec {
                 let url = get("serviceUrl")
                     .map(|u| address::service_url(u).map_err(|e| bad("serviceUrl", e)))
                     .transpose()?;
-                let activator_port = port("activatorPort", value("activatorPort"))?;
+                let activator_port = port("activatorPort")?;
                 Some(ServeMode {
                     namespace: namespace.clone(),
                     service,
                     url,
                     activator_port,
-                    settle_s: seconds(
-                        "serveModeSettleSeconds",
-                        value("serveModeSettleSeconds"),
-                        0.0,
-                        3600.0,
-                    )?,
+                    settle_s: seconds("serveModeSettleSeconds")?,
                 })
             }
             other => {

@@ -10,8 +10,7 @@ pub mod exports;
 pub mod keys;
 pub mod scaled_object;
 
-use crate::control::hpa::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
-use keys::{Direction, Home, Key, Kind};
+use crate::control::hpa::{Behavior, Controller, Rules};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -319,113 +318,12 @@ impl Policy {
         Ok(policy)
     }
 
-    /// Sets one key, its value checked against the key's bounds. Scale-up or scale-down
-    /// policies given by key replace that direction's default list, as a user-given `policies`
-    /// list does in an HPA.
+    /// Sets one key, its value checked against the key's bounds by the key's own entry in
+    /// [`keys::KEYS`]. Scale-up or scale-down policies given by key replace that direction's
+    /// default list, as a user-given `policies` list does in an HPA.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), PolicyError> {
         let key = keys::key(name).ok_or_else(|| PolicyError::UnknownKey(name.to_owned()))?;
-        match key.home {
-            Home::Behavior(direction, field) => {
-                return self.set_behavior(key, direction, field, value)
-            }
-            Home::BehaviorBlock => {
-                if boolean(key, value)? {
-                    self.behavior = None;
-                } else if self.behavior.is_none() {
-                    self.behavior = Some(Behavior::default());
-                }
-                return Ok(());
-            }
-            _ => {}
-        }
-        match key.name {
-            "metric" => {
-                let mut list = value.split(['+', ',']);
-                self.metric = list.next().unwrap_or_default().parse()?;
-                let rest = list.map(str::parse).collect::<Result<Vec<Metric>, _>>()?;
-                let old = std::mem::take(&mut self.also);
-                self.also = rest
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, m)| (m, old.get(i).map_or(f64::NAN, |o| o.1)))
-                    .collect();
-            }
-            "target" => {
-                let mut list = value.split(',');
-                self.target = number(key, list.next().unwrap_or_default())?;
-                for (i, t) in list.enumerate() {
-                    let t = number(key, t)?;
-                    match self.also.get_mut(i) {
-                        Some(slot) => slot.1 = t,
-                        // More targets than metrics so far: the metric list may come later.
-                        None => self.also.push((self.metric, t)),
-                    }
-                }
-            }
-            "min" => self.min = whole(key, value)?,
-            "max" => self.max = whole(key, value)?,
-            "activation" => self.activation = number(key, value)?,
-            "cooldown" => self.cooldown_s = number(key, value)?,
-            "lookahead" if value.trim().eq_ignore_ascii_case("auto") => self.lookahead_auto = true,
-            "lookahead" => {
-                self.lookahead_s = number(key, value)?;
-                self.lookahead_auto = false;
-            }
-            "trend" => self.trend_window_s = number(key, value)?,
-            "forecast" => self.forecast = forecast(key, value)?,
-            "slo" => self.slo_s = number(key, value)?,
-            "guard" => self.guard = boolean(key, value)?,
-            "credit" => self.credit = boolean(key, value)?,
-            "hold" => self.hold = hold(key, value)?,
-            "prefillrate" => self.prefill_rate = number(key, value)?,
-            "decoderate" => self.decode_rate = number(key, value)?,
-            "deletioncost" => self.deletion_cost = boolean(key, value)?,
-            "deletioncostwrites" => self.deletion_cost_writes = whole(key, value)?,
-            "tolerance" => self.controller.tolerance = number(key, value)?,
-            _ => return Err(PolicyError::UnknownKey(name.to_owned())),
-        }
-        Ok(())
-    }
-
-    fn set_behavior(
-        &mut self,
-        key: &Key,
-        direction: Direction,
-        field: &str,
-        value: &str,
-    ) -> Result<(), PolicyError> {
-        let up = direction == Direction::Up;
-        let behavior = self.behavior.get_or_insert_with(Behavior::default);
-        let rules = if up {
-            &mut behavior.scale_up
-        } else {
-            &mut behavior.scale_down
-        };
-        match field {
-            "tolerance" => rules.tolerance = Some(number(key, value)?),
-            "stabilizationWindowSeconds" => rules.window_s = Some(whole(key, value)?),
-            "selectPolicy" => rules.select = select(key, value)?,
-            "periodSeconds" => {
-                let period = whole(key, value)?;
-                rules.policies.iter_mut().for_each(|p| p.period_s = period);
-            }
-            "Pods" | "Percent" => {
-                let kind = if field == "Pods" {
-                    RateKind::Pods
-                } else {
-                    RateKind::Percent
-                };
-                let custom = &mut self.custom_limits[usize::from(up)];
-                set_rate(
-                    rules,
-                    !std::mem::replace(custom, true),
-                    kind,
-                    whole(key, value)?,
-                );
-            }
-            _ => return Err(PolicyError::UnknownKey(key.name.to_owned())),
-        }
-        Ok(())
+        (key.parse)(key, self, value)
     }
 
     /// Checks the whole policy; every message names the key at fault.
@@ -565,83 +463,10 @@ fn validate_rules(dir: &str, rules: &Rules) -> Result<(), PolicyError> {
     Ok(())
 }
 
-/// Sets the Pods or Percent limit of one direction. The first limit given by key replaces the
-/// direction's defaults; later ones are added beside it.
-fn set_rate(rules: &mut Rules, first: bool, kind: RateKind, value: u32) {
-    let period_s = rules.policies.first().map_or(15, |p| p.period_s);
-    if first {
-        rules.policies.clear();
-    }
-    rules.policies.retain(|p| p.kind != kind);
-    rules.policies.push(RatePolicy {
-        kind,
-        value,
-        period_s,
-    });
-}
-
-fn bad_value(key: &Key, value: &str) -> PolicyError {
-    PolicyError::BadValue {
-        key: key.name.to_owned(),
-        value: value.to_owned(),
-        expected: key.expected(),
-    }
-}
-
-/// A number within the key's bounds.
-fn number(key: &Key, value: &str) -> Result<f64, PolicyError> {
-    let v: f64 = value.trim().parse().map_err(|_| bad_value(key, value))?;
-    match key.kind {
-        Kind::Number { min, max } if v.is_finite() && v >= min && v <= max => Ok(v),
-        _ => Err(bad_value(key, value)),
-    }
-}
-
-/// A whole number within the key's bounds.
-fn whole(key: &Key, value: &str) -> Result<u32, PolicyError> {
-    let v: u32 = value.trim().parse().map_err(|_| bad_value(key, value))?;
-    match key.kind {
-        Kind::Whole { min, max } if (min..=max).contains(&v) => Ok(v),
-        _ => Err(bad_value(key, value)),
-    }
-}
-
-fn boolean(key: &Key, value: &str) -> Result<bool, PolicyError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err(bad_value(key, value)),
-    }
-}
-
-fn hold(key: &Key, value: &str) -> Result<bool, PolicyError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "auto" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(bad_value(key, value)),
-    }
-}
-
-fn forecast(key: &Key, value: &str) -> Result<Forecast, PolicyError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "trend" => Ok(Forecast::Trend),
-        "history" => Ok(Forecast::History),
-        _ => Err(bad_value(key, value)),
-    }
-}
-
-fn select(key: &Key, value: &str) -> Result<Select, PolicyError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "max" => Ok(Select::Max),
-        "min" => Ok(Select::Min),
-        "disabled" => Ok(Select::Disabled),
-        _ => Err(bad_value(key, value)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::hpa::{RateKind, RatePolicy};
 
     #[test]
     fn a_zero_tolerance_is_refused_where_it_would_deploy_other_than_it_decides() {

@@ -4,8 +4,7 @@
 //! recommends is what runs. Pure: text in, text out.
 
 use crate::control::hpa::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
-use crate::policy::keys::{self, Home};
-use crate::policy::{Forecast, DEFAULT_TREND_S};
+use crate::policy::keys::{self, num, Home};
 use crate::scaling::{Metric, Policy, PolicyError};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -62,19 +61,6 @@ impl Fallback {
     }
 }
 
-/// A number as YAML and the policy parser read it back exactly (the shortest exact form).
-fn num(v: f64) -> String {
-    format!("{v}")
-}
-
-fn select_name(select: Select) -> &'static str {
-    match select {
-        Select::Max => "Max",
-        Select::Min => "Min",
-        Select::Disabled => "Disabled",
-    }
-}
-
 fn rules_yaml(
     out: &mut String,
     name: &str,
@@ -85,7 +71,12 @@ fn rules_yaml(
     let _ = writeln!(out, "        {name}:");
     let window = rules.window_s.unwrap_or(default_window);
     let _ = writeln!(out, "          stabilizationWindowSeconds: {window}");
-    let _ = writeln!(out, "          selectPolicy: {}", select_name(rules.select));
+    let select = match rules.select {
+        Select::Max => "Max",
+        Select::Min => "Min",
+        Select::Disabled => "Disabled",
+    };
+    let _ = writeln!(out, "          selectPolicy: {select}");
     if let Some(t) = rules.tolerance.or(tolerance) {
         let _ = writeln!(out, "          tolerance: \"{}\"", num(t));
     }
@@ -103,59 +94,14 @@ fn rules_yaml(
     }
 }
 
-/// Whether one of the policy's metrics is `work`, which reads the replica's rates.
-fn uses_work(policy: &Policy) -> bool {
-    policy
-        .metrics()
-        .iter()
-        .any(|m| m.0 == crate::policy::Metric::Work)
-}
-
 /// The trigger metadata a policy puts in the ScaledObject, by metadata name (`coldStartSeconds`
 /// beside a lookahead).
 pub fn trigger_metadata(policy: &Policy, cold_start_s: f64) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     for key in keys::KEYS {
-        let Some(name) = key.metadata() else { continue };
-        let value = match key.name {
-            "metric" => policy.metric_list(","),
-            "target" => {
-                let targets: Vec<String> = policy.metrics().iter().map(|m| num(m.1)).collect();
-                targets.join(",")
-            }
-            "activation" => num(policy.activation),
-            "lookahead" if policy.lookahead_auto => "auto".to_owned(),
-            "lookahead" if policy.lookahead_s > 0.0 => num(policy.lookahead_s),
-            "trend" if policy.looks_ahead() || policy.trend_window_s != DEFAULT_TREND_S => {
-                num(policy.trend_window_s)
-            }
-            "forecast" if policy.forecast != Forecast::Trend => policy.forecast.name().to_owned(),
-            "slo" if policy.slo_s > 0.0 => num(policy.slo_s),
-            "guard" if policy.guard => "true".to_owned(),
-            "credit" if policy.credit => "true".to_owned(),
-            "hold" if policy.hold => "auto".to_owned(),
-            "prefillrate"
-                if uses_work(policy)
-                    && policy.prefill_rate != crate::policy::DEFAULT_PREFILL_RATE =>
-            {
-                num(policy.prefill_rate)
-            }
-            "decoderate"
-                if uses_work(policy)
-                    && policy.decode_rate != crate::policy::DEFAULT_DECODE_RATE =>
-            {
-                num(policy.decode_rate)
-            }
-            "deletioncost" if policy.deletion_cost => "true".to_owned(),
-            "deletioncostwrites"
-                if policy.deletion_cost
-                    && policy.deletion_cost_writes != crate::policy::DEFAULT_WRITES_PER_MINUTE =>
-            {
-                policy.deletion_cost_writes.to_string()
-            }
-            _ => continue,
-        };
-        out.push((name, value));
+        if let (Some(name), Some(value)) = (key.metadata(), (key.render)(policy)) {
+            out.push((name, value));
+        }
     }
     if policy.lookahead_auto {
         // The prior `auto` starts from, when one is set.
@@ -183,9 +129,11 @@ pub fn render(policy: &Policy, target: &Placement) -> String {
     let _ = writeln!(out, "  scaleTargetRef:");
     let _ = writeln!(out, "    name: {}", target.name);
     let _ = writeln!(out, "  pollingInterval: {}", num(target.polling_interval_s));
-    let _ = writeln!(out, "  cooldownPeriod: {}", num(policy.cooldown_s));
-    let _ = writeln!(out, "  minReplicaCount: {}", policy.min);
-    let _ = writeln!(out, "  maxReplicaCount: {}", policy.max);
+    for key in keys::KEYS {
+        if let (Home::Spec(field), Some(value)) = (key.home, (key.render)(policy)) {
+            let _ = writeln!(out, "  {field}: {value}");
+        }
+    }
     let fallback = Fallback::for_policy(policy);
     let _ = writeln!(out, "  fallback:");
     let _ = writeln!(out, "    failureThreshold: {}", fallback.failure_threshold);
@@ -323,22 +271,24 @@ pub fn read(yaml: &str) -> Result<Deployed, ScaledObjectError> {
     let mut policy = Policy::new(Metric::Queue, 1.0);
     policy.min = 0;
     policy.max = 100;
-    let set = |policy: &mut Policy, field: &str, key: &str, value: &str| {
-        policy.set(key, value).map_err(|e| bad(field, e))
+    let set = |policy: &mut Policy, field: &str, key: &keys::Key, value: &str| {
+        (key.parse)(key, policy, value).map_err(|e| bad(field, e))
     };
-    if let Some(cold) = metadata.get("coldStartSeconds") {
-        set(&mut policy, "metadata.coldStartSeconds", "lookahead", cold)?;
+    if let (Some(cold), Some(lookahead)) =
+        (metadata.get("coldStartSeconds"), keys::key("lookahead"))
+    {
+        set(&mut policy, "metadata.coldStartSeconds", lookahead, cold)?;
     }
     for key in keys::KEYS {
         match key.home {
             Home::Trigger(field) => {
                 if let Some(v) = metadata.get(field) {
-                    set(&mut policy, &format!("metadata.{field}"), key.name, v)?;
+                    set(&mut policy, &format!("metadata.{field}"), key, v)?;
                 }
             }
             Home::Spec(field) => {
                 if let Some(v) = scalar(&spec[field]) {
-                    set(&mut policy, &format!("spec.{field}"), key.name, &v)?;
+                    set(&mut policy, &format!("spec.{field}"), key, &v)?;
                 }
             }
             _ => {}
@@ -368,7 +318,7 @@ pub fn read(yaml: &str) -> Result<Deployed, ScaledObjectError> {
             }
             if let Some(v) = scalar(&behavior[dir.field()][field]) {
                 let at = format!("behavior.{}.{field}", dir.field());
-                set(&mut policy, &at, key.name, &v)?;
+                set(&mut policy, &at, key, &v)?;
             }
         }
     }
@@ -424,23 +374,25 @@ fn rate_policies(
 /// behavior with each direction's effective tolerance), or `None` when they deploy the same.
 /// A tolerance set for the controller and the same one set per direction deploy the same.
 pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
-    let keda = |p: &Policy| (p.metric, p.target, p.min, p.max, p.activation, p.cooldown_s);
-    let trigger = |p: &Policy| {
-        (
-            p.lookahead_s,
-            p.lookahead_auto,
-            p.trend_window_s,
-            p.forecast,
-            p.slo_s,
-            p.guard,
-            p.credit,
-            p.hold,
-            p.prefill_rate.to_bits(),
-            p.decode_rate.to_bits(),
-            p.deletion_cost,
-            p.deletion_cost_writes,
-        )
-    };
+    // What KEDA and `serve` read: every spec and trigger key as written, and `lookahead=auto`'s
+    // prior (`coldStartSeconds`, the one trigger value no key writes on its own).
+    for key in keys::KEYS {
+        if matches!(key.home, Home::Spec(_) | Home::Trigger(_)) {
+            let (x, y) = ((key.render)(a), (key.render)(b));
+            if x != y {
+                return Some(format!("{}: {x:?} vs {y:?}", key.name));
+            }
+        }
+    }
+    let prior = |p: &Policy| (p.lookahead_auto && p.lookahead_s > 0.0).then_some(p.lookahead_s);
+    if prior(a) != prior(b) {
+        return Some(format!(
+            "lookahead=auto's prior: {:?} vs {:?}",
+            prior(a),
+            prior(b)
+        ));
+    }
+    // What the HPA reads: the effective behavior, whichever keys or defaults gave it.
     let tolerances = |p: &Policy| p.controller.tolerances(p.behavior.as_ref());
     let rules = |p: &Policy| {
         p.behavior.clone().map(|mut b| {
@@ -453,19 +405,7 @@ pub fn deploy_difference(a: &Policy, b: &Policy) -> Option<String> {
             b
         })
     };
-    if keda(a) != keda(b) {
-        Some(format!(
-            "metric, target, min, max, activation, cooldown: {:?} vs {:?}",
-            keda(a),
-            keda(b)
-        ))
-    } else if trigger(a) != trigger(b) {
-        Some(format!(
-            "lookahead, trend, forecast, slo, guard, credit: {:?} vs {:?}",
-            trigger(a),
-            trigger(b)
-        ))
-    } else if tolerances(a) != tolerances(b) {
+    if tolerances(a) != tolerances(b) {
         Some(format!(
             "tolerances: {:?} vs {:?}",
             tolerances(a),
