@@ -84,7 +84,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "activity": decision.activity,
             "proposal": decision.proposal,
             "why": decision.why,
-            "reasons": decision.lines,
+            "reasons": decision.lines.render(),
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(ExitCode::SUCCESS);

@@ -10,6 +10,7 @@
 use super::clock::SimClock;
 use super::deployment::Deployment;
 use crate::scaling::activity::Activity;
+use crate::scaling::reasons::{Step, Steps, Wake};
 use crate::scaling::{hpa_sync, keda, Policy, ScalerState};
 use crate::serve::proto::external_scaler_client::ExternalScalerClient;
 use crate::serve::proto::{GetMetricsRequest, ScaledObjectRef};
@@ -119,7 +120,7 @@ impl Driver {
         now: f64,
         by: &'static str,
         why: &str,
-        lines: Vec<String>,
+        lines: Steps,
     ) {
         let from = d.current();
         if to != from {
@@ -129,7 +130,7 @@ impl Driver {
                 from,
                 to,
                 why: why.to_owned(),
-                lines,
+                lines: lines.render(),
             });
         }
         d.scale(to, now);
@@ -149,8 +150,8 @@ impl Driver {
                 now,
             );
             if let keda::Poll::Activate { to } = poll {
-                let line = "StreamIsActive true at zero: KEDA activates".to_owned();
-                self.apply(d, to, now, "push", "activate", vec![line]);
+                let line = Step::Woken(Wake::Stream);
+                self.apply(d, to, now, "push", "activate", Steps::from(vec![line]));
             }
         }
         if now >= self.next_poll {
@@ -177,12 +178,12 @@ impl Driver {
                 now,
             ) {
                 keda::Poll::Activate { to } => {
-                    let line = format!("IsActive {active:?} at zero: KEDA activates");
-                    self.apply(d, to, now, "keda", "activate", vec![line]);
+                    let line = Step::Woken(Wake::Answer { answer: active });
+                    self.apply(d, to, now, "keda", "activate", Steps::from(vec![line]));
                 }
                 keda::Poll::ToZero { idle_s } => {
                     let line = keda::to_zero_line(idle_s, self.policy.cooldown_s);
-                    self.apply(d, 0, now, "keda", "idle-to-zero", vec![line]);
+                    self.apply(d, 0, now, "keda", "idle-to-zero", Steps::from(vec![line]));
                 }
                 keda::Poll::Keep { .. } => {}
             }
@@ -207,7 +208,7 @@ impl Driver {
             }
             let current = d.current();
             if current > 0 {
-                let mut lines = Vec::new();
+                let mut lines = Steps::default();
                 let sync = hpa_sync(
                     &self.policy,
                     &mut self.state,

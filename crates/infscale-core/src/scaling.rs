@@ -2,7 +2,9 @@
 //! [`crate::project`], [`crate::control`] and [`crate::policy`] under the one name the shells,
 //! the tests and the benches use. It holds nothing of its own.
 
-pub use crate::control::{activity, decision, deletion_cost, hold, hpa, keda, path, several};
+pub use crate::control::{
+    activity, decision, deletion_cost, hold, hpa, keda, path, reasons, several,
+};
 pub use crate::policy::{self, exports, keys, scaled_object};
 pub use crate::project::{capacity, cold_start, demand, fleet, floors, forecast, lookahead, work};
 

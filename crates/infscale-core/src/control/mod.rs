@@ -3,8 +3,9 @@
 //! [`activity`] holds the fault rules for `IsActive`; [`keda`] decides activation and the step
 //! to zero; [`hpa`] is the Kubernetes HPA algorithm; [`hold`] keeps replicas through the gaps the
 //! traffic came back from; [`decision`] runs them in order and keeps the causes, [`several`]
-//! for a trigger's further metrics; [`path`] says when the activator belongs in a model
-//! Service's path (serve mode); [`deletion_cost`] which pod a scale-down should take.
+//! for a trigger's further metrics; [`reasons`] holds those causes as data, and their words;
+//! [`path`] says when the activator belongs in a model Service's path (serve mode);
+//! [`deletion_cost`] which pod a scale-down should take.
 
 pub mod activity;
 pub mod decision;
@@ -13,4 +14,5 @@ pub mod hold;
 pub mod hpa;
 pub mod keda;
 pub mod path;
+pub mod reasons;
 pub mod several;

@@ -17,6 +17,7 @@ use super::replica::Hardware;
 use super::rng::Rng;
 use super::trace::Trace;
 use crate::control::deletion_cost;
+use crate::control::reasons::{Step, Steps, Wake};
 use crate::observe::metrics::rates::Snapshot;
 use crate::observe::metrics::ServerChoice;
 use crate::project::cold_start::{ColdStarts, HoldTimer};
@@ -267,7 +268,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let mut evaluated_held = 0;
     let mut latest: Option<(Option<f64>, Activity)> = None;
     // The latest evaluation's reasons, kept only for the timeline.
-    let mut latest_lines: Vec<String> = Vec::new();
+    let mut latest_lines = Steps::default();
     let mut timeline = Vec::new();
     let mut series = Vec::new();
     let (hpa_every, poll_every, scrape_every) = (
@@ -285,25 +286,21 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let mut wake = HoldTimer::default();
     let mut starts_seen = 0_u64;
     let mut learned_policy: Option<Policy> = None;
-    let mut apply = |cluster: &mut Cluster,
-                     to: u32,
-                     now: f64,
-                     by: &'static str,
-                     why: &str,
-                     lines: Vec<String>| {
-        let from = cluster.current();
-        cluster.resize(to, now, cold_start);
-        if settings.record_timeline {
-            timeline.push(TimelineEntry {
-                t: now,
-                by,
-                from,
-                to,
-                why: why.to_owned(),
-                lines,
-            });
-        }
-    };
+    let mut apply =
+        |cluster: &mut Cluster, to: u32, now: f64, by: &'static str, why: &str, lines: Steps| {
+            let from = cluster.current();
+            cluster.resize(to, now, cold_start);
+            if settings.record_timeline {
+                timeline.push(TimelineEntry {
+                    t: now,
+                    by,
+                    from,
+                    to,
+                    why: why.to_owned(),
+                    lines: lines.render(),
+                });
+            }
+        };
     for k in 0..steps {
         let t = k as f64 * dt;
         while next < requests.len() && requests[next].arrival < t + dt {
@@ -482,7 +479,7 @@ fn annotate(
 }
 
 /// KEDA's action first, then the evaluation's reasons behind it.
-fn reasons(action: String, lines: &[String]) -> Vec<String> {
+fn reasons(action: Step, lines: &Steps) -> Steps {
     std::iter::once(action)
         .chain(lines.iter().cloned())
         .collect()
@@ -495,7 +492,7 @@ fn keda_pass(
     state: &mut ScalerState,
     activity: Activity,
     now: f64,
-) -> Option<(u32, &'static str, String)> {
+) -> Option<(u32, &'static str, Step)> {
     let current = cluster.current();
     match keda::poll(
         policy.min,
@@ -508,10 +505,9 @@ fn keda_pass(
         keda::Poll::Activate { to } => Some((
             to,
             "activate",
-            format!(
-                "IsActive true at zero ({} request(s) held): KEDA activates",
-                cluster.held.len()
-            ),
+            Step::Woken(Wake::Held {
+                held: cluster.held.len(),
+            }),
         )),
         keda::Poll::ToZero { idle_s } => Some((
             0,
