@@ -286,21 +286,25 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let mut wake = HoldTimer::default();
     let mut starts_seen = 0_u64;
     let mut learned_policy: Option<Policy> = None;
-    let mut apply =
-        |cluster: &mut Cluster, to: u32, now: f64, by: &'static str, why: &str, lines: Steps| {
-            let from = cluster.current();
-            cluster.resize(to, now, cold_start);
-            if settings.record_timeline {
-                timeline.push(TimelineEntry {
-                    t: now,
-                    by,
-                    from,
-                    to,
-                    why: why.to_owned(),
-                    lines: lines.render(),
-                });
-            }
-        };
+    let mut apply = |cluster: &mut Cluster,
+                     to: u32,
+                     now: f64,
+                     by: &'static str,
+                     why: &str,
+                     lines: crate::control::reasons::Steps| {
+        let from = cluster.current();
+        cluster.resize(to, now, cold_start);
+        if settings.record_timeline {
+            timeline.push(TimelineEntry {
+                t: now,
+                by,
+                from,
+                to,
+                why: why.to_owned(),
+                lines: lines.render(),
+            });
+        }
+    };
     for k in 0..steps {
         let t = k as f64 * dt;
         while next < requests.len() && requests[next].arrival < t + dt {
