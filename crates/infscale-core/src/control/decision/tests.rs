@@ -635,3 +635,25 @@ fn a_metric_the_pods_server_cannot_give_says_so() {
          there (no value)"
     );
 }
+
+#[test]
+fn an_unknown_activity_keeps_its_own_cause_behind_further_metrics() {
+    // The last step is the further metric's; the cause KEDA is given is still the activity's.
+    let mut idle = replica(0.0, 0.0);
+    idle.signals.kv = Some(0.1);
+    let pods = [idle];
+    let obs = Observation {
+        held: None,
+        ..observe(0.0, 1, &pods, 0.0)
+    };
+    let policy = Policy::parse("queue+kv:4,0.8").unwrap();
+    let e = evaluate(&policy, &obs, &mut ScalerState::default());
+    assert_eq!(
+        e.activity,
+        crate::scaling::Activity::Unknown,
+        "{:?}",
+        e.lines
+    );
+    assert_eq!(e.activity_cause, ActivityCause::HeldUnread);
+    assert!(matches!(e.lines.last(), Some(Step::Also { .. })));
+}
