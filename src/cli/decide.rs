@@ -6,6 +6,7 @@ use super::read::{read_all, SourceArgs};
 use super::state_file::{load_state, save_state};
 use super::table;
 use crate::scaling::cycle::standalone;
+use crate::scaling::reasons::Steps;
 use crate::scaling::{Decision, Policy};
 use anyhow::bail;
 use std::path::PathBuf;
@@ -86,7 +87,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "activity": decision.activity,
             "proposal": decision.proposal,
             "why": decision.why,
-            "reasons": action.lines,
+            "reasons": action.lines.render(),
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(ExitCode::SUCCESS);
@@ -99,7 +100,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The decision's headline and reasons, as `decide` and `kube` print them.
-pub(super) fn print(decision: &Decision, lines: &[String], policy: &Policy) {
+pub(super) fn print(decision: &Decision, lines: &Steps, policy: &Policy) {
     println!("{}", decision.headline(policy));
     for line in lines {
         println!("  {line}");

@@ -12,6 +12,7 @@ use super::clock::SimClock;
 use super::deployment::Deployment;
 use crate::scaling::activity::Activity;
 use crate::scaling::cycle::{Action, Cycle, HPA_SYNC_PERIOD_S, POLLING_INTERVAL_S};
+use crate::scaling::reasons::Wake;
 use crate::scaling::{Policy, ScalerState};
 use crate::serve::proto::external_scaler_client::ExternalScalerClient;
 use crate::serve::proto::{GetMetricsRequest, ScaledObjectRef};
@@ -122,7 +123,7 @@ impl Driver {
                 from,
                 to: action.to,
                 why: action.cause.name().to_owned(),
-                lines: action.lines,
+                lines: action.lines.render(),
             });
         }
         d.scale(action.to, now);
@@ -133,7 +134,10 @@ impl Driver {
         let now = clock.now();
         let pushed = *self.pushed.borrow_and_update();
         if pushed && d.current() == 0 {
-            if let Some(action) = self.cycle.push(&self.policy, &mut self.state, 0, None, now) {
+            if let Some(action) =
+                self.cycle
+                    .push(&self.policy, &mut self.state, 0, Wake::Stream, now)
+            {
                 self.apply(d, action, now);
             }
         }
@@ -152,9 +156,10 @@ impl Driver {
                 None => Activity::Unknown,
             };
             let current = d.current();
+            let wake = Wake::Answer { answer: active };
             if let Some(action) =
                 self.cycle
-                    .poll(&self.policy, &mut self.state, current, activity, None, now)
+                    .poll(&self.policy, &mut self.state, current, activity, wake, now)
             {
                 self.apply(d, action, now);
             }

@@ -29,6 +29,7 @@ use crate::scaling::cycle::Cycle;
 use crate::scaling::deletion_cost::metric_values;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
 use crate::scaling::path::{PathFacts, PathRule};
+use crate::scaling::reasons::no_value_text;
 use crate::scaling::Observation;
 use crate::scaling::{evaluate, Activity, ScalerState};
 use std::collections::{BTreeMap, HashMap};
@@ -578,12 +579,15 @@ fn conclude(
         // No NaN, no infinity, no negative value ever leaves the scaler.
         Some(v) if v.is_finite() => Ok(crate::limits::metric_value(v)),
         Some(_) => Err("the metric came out non-finite".to_owned()),
-        None => Err(with_cause(eval.why_no_value(), &because())),
+        None => Err(with_cause(
+            &no_value_text(eval.no_value.as_ref()),
+            &because(),
+        )),
     };
     let active = match eval.activity {
         Activity::Active => Ok(true),
         Activity::Idle => Ok(false),
-        Activity::Unknown => Err(with_cause(eval.why_activity(), &because())),
+        Activity::Unknown => Err(with_cause(&eval.activity_cause.to_string(), &because())),
     };
     let others = state
         .others
@@ -591,7 +595,7 @@ fn conclude(
         .map(|o| match o.value {
             Some(v) if v.is_finite() => Ok(crate::limits::metric_value(v)),
             Some(_) => Err("the metric came out non-finite".to_owned()),
-            None => Err(with_cause(&o.why, &because())),
+            None => Err(with_cause(&no_value_text(o.no_value.as_ref()), &because())),
         })
         .collect();
     Report {

@@ -3,7 +3,7 @@
 //! the tests and the benches use. It holds nothing of its own.
 
 pub use crate::control::{
-    activity, cycle, decision, deletion_cost, hold, hpa, keda, path, several,
+    activity, cycle, decision, deletion_cost, hold, hpa, keda, path, reasons, several,
 };
 pub use crate::policy::{self, exports, keys, scaled_object};
 pub use crate::project::{capacity, cold_start, demand, fleet, floors, forecast, lookahead, work};

@@ -8,7 +8,7 @@
 //! (no pod list yet, or an unreadable held count with nothing else active) cannot be told:
 //! `serve` answers with an error, and KEDA neither wakes the target nor takes it to zero.
 
-use crate::project::demand::fmt;
+use crate::control::reasons::ActivityCause;
 use serde::{Deserialize, Serialize};
 
 /// What `IsActive` can say.
@@ -45,47 +45,33 @@ pub struct Facts {
 }
 
 /// The activity the facts allow, and why.
-pub fn judge(f: &Facts) -> (Activity, String) {
-    if f.in_flight > f.activation {
-        let line = format!(
-            "active: {} request(s) running, waiting or held, above the activation level {}",
-            fmt(f.in_flight),
-            fmt(f.activation)
-        );
-        return (Activity::Active, line);
+pub fn judge(f: &Facts) -> (Activity, ActivityCause) {
+    let (in_flight, activation) = (f.in_flight, f.activation);
+    if in_flight > activation {
+        let cause = ActivityCause::InFlight {
+            in_flight,
+            activation,
+        };
+        return (Activity::Active, cause);
     }
     if f.missing > 0 {
-        let line = format!(
-            "active: {} ready replica(s) could not be read and may be busy (never read as idle)",
-            f.missing
-        );
-        return (Activity::Active, line);
+        let cause = ActivityCause::ReplicasUnread { missing: f.missing };
+        return (Activity::Active, cause);
     }
     if !f.held_known {
-        let line =
-            "unknown: nothing active was read, and the activator's held count cannot be read"
-                .to_owned();
-        return (Activity::Unknown, line);
+        return (Activity::Unknown, ActivityCause::HeldUnread);
     }
     if !f.pods_known {
-        let line = "unknown: nothing is held, and the pods are not known yet".to_owned();
-        return (Activity::Unknown, line);
+        return (Activity::Unknown, ActivityCause::PodsUnknown);
     }
     if !f.scraped_since_held {
-        let line =
-            "active: held requests were released, and no scrape has begun since to see them \
-                    run"
-            .to_owned();
-        return (Activity::Active, line);
+        return (Activity::Active, ActivityCause::Released);
     }
-    (
-        Activity::Idle,
-        format!(
-            "idle: every replica read, {} in flight (activation level {}), nothing held",
-            fmt(f.in_flight),
-            fmt(f.activation)
-        ),
-    )
+    let cause = ActivityCause::Idle {
+        in_flight,
+        activation,
+    };
+    (Activity::Idle, cause)
 }
 
 /// What the decision remembers of the held count, for the release rule.

@@ -16,6 +16,7 @@
 use crate::control::activity::Activity;
 use crate::control::decision::{decide, hpa_sync, Decision, Evaluation, ScalerState, Why};
 use crate::control::keda;
+use crate::control::reasons::{Step, Steps, Wake};
 use crate::policy::Policy;
 use crate::project::demand::Observation;
 
@@ -55,8 +56,8 @@ impl Actor {
 /// Why the count changed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Cause {
-    /// KEDA's activation from zero; the requests held then, where the caller knows them.
-    Activate { held: Option<usize> },
+    /// KEDA's activation from zero, and what woke it as the caller saw it.
+    Activate { wake: Wake },
     /// KEDA takes the last replica away: idle this long (`None`: never active) past the cooldown.
     IdleToZero {
         idle_s: Option<f64>,
@@ -81,22 +82,14 @@ impl Cause {
         self.why().name()
     }
 
-    /// KEDA's step as a reason line (the HPA's steps are the decision's own lines).
-    fn line(&self, by: Actor) -> Option<String> {
-        match (self, by) {
-            (Cause::Activate { held: Some(n) }, _) => Some(format!(
-                "IsActive true at zero ({n} request(s) held): KEDA activates"
-            )),
-            (Cause::Activate { held: None }, Actor::Push) => {
-                Some("StreamIsActive true at zero: KEDA activates".to_owned())
+    /// KEDA's step, as a reason (the HPA's steps are the decision's own).
+    fn step(&self) -> Option<Step> {
+        match *self {
+            Cause::Activate { wake } => Some(Step::Woken(wake)),
+            Cause::IdleToZero { idle_s, cooldown_s } => {
+                Some(keda::to_zero_line(idle_s, cooldown_s))
             }
-            (Cause::Activate { held: None }, _) => {
-                Some("IsActive true at zero: KEDA activates".to_owned())
-            }
-            (Cause::IdleToZero { idle_s, cooldown_s }, _) => {
-                Some(keda::to_zero_line(*idle_s, *cooldown_s))
-            }
-            (Cause::Hpa(_), _) => None,
+            Cause::Hpa(_) => None,
         }
     }
 }
@@ -107,7 +100,7 @@ pub struct Action {
     pub to: u32,
     pub by: Actor,
     pub cause: Cause,
-    pub lines: Vec<String>,
+    pub lines: Steps,
 }
 
 /// What KEDA and its HPA last heard from `serve`, and the collector's re-evaluation memory.
@@ -117,7 +110,7 @@ pub struct Cycle {
     /// with an error then, which KEDA takes as unknown).
     latest: Option<(Option<f64>, Activity)>,
     /// What the latest evaluation's answers were made of, kept only when `keep_lines`.
-    latest_lines: Vec<String>,
+    latest_lines: Steps,
     keep_lines: bool,
     /// The held demand the last evaluation used (`None`: none yet).
     evaluated_held: Option<Option<f64>>,
@@ -179,13 +172,13 @@ impl Cycle {
     }
 
     /// KEDA receives `StreamIsActive` true: it acts on it at once, as on a poll that answered
-    /// active. `held` is the requests held, where the caller knows them.
+    /// active. `wake` is what the caller saw, for the reasons.
     pub fn push(
         &mut self,
         policy: &Policy,
         state: &mut ScalerState,
         current: u32,
-        held: Option<usize>,
+        wake: Wake,
         now: f64,
     ) -> Option<Action> {
         self.keda(
@@ -194,7 +187,7 @@ impl Cycle {
             state,
             current,
             Activity::Active,
-            held,
+            wake,
             now,
         )
     }
@@ -208,10 +201,10 @@ impl Cycle {
         state: &mut ScalerState,
         current: u32,
         activity: Activity,
-        held: Option<usize>,
+        wake: Wake,
         now: f64,
     ) -> Option<Action> {
-        self.keda(Actor::Keda, policy, state, current, activity, held, now)
+        self.keda(Actor::Keda, policy, state, current, activity, wake, now)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -222,7 +215,7 @@ impl Cycle {
         state: &mut ScalerState,
         current: u32,
         activity: Activity,
-        held: Option<usize>,
+        wake: Wake,
         now: f64,
     ) -> Option<Action> {
         let poll = keda::poll(
@@ -234,7 +227,7 @@ impl Cycle {
             now,
         );
         let (to, cause) = match poll {
-            keda::Poll::Activate { to } => (to, Cause::Activate { held }),
+            keda::Poll::Activate { to } => (to, Cause::Activate { wake }),
             keda::Poll::ToZero { idle_s } => (
                 0,
                 Cause::IdleToZero {
@@ -245,9 +238,9 @@ impl Cycle {
             keda::Poll::Keep { .. } => return None,
         };
         // KEDA's step, then what the answer it acted on was made of.
-        let mut lines = Vec::with_capacity(1 + self.latest_lines.len());
-        lines.extend(cause.line(by));
-        lines.extend(self.latest_lines.iter().cloned());
+        let mut lines = Steps::default();
+        lines.extend(cause.step());
+        lines.extend(self.latest_lines.iter().copied());
         Some(Action {
             to,
             by,
@@ -313,6 +306,10 @@ pub fn standalone(
 mod tests {
     use super::*;
 
+    const IDLE: Wake = Wake::Answer {
+        answer: Some(false),
+    };
+
     fn policy(spec: &str) -> Policy {
         Policy::parse(spec).unwrap()
     }
@@ -322,18 +319,14 @@ mod tests {
         let p = policy("queue:8,min=0,cooldown=60");
         let mut state = ScalerState::default();
         let mut cycle = Cycle::new(true);
-        let a = cycle.push(&p, &mut state, 0, Some(3), 10.0).unwrap();
+        let held = Wake::Held { held: 3 };
+        let a = cycle.push(&p, &mut state, 0, held, 10.0).unwrap();
         assert_eq!(
             (a.to, a.by, a.cause),
-            (1, Actor::Push, Cause::Activate { held: Some(3) })
+            (1, Actor::Push, Cause::Activate { wake: held })
         );
-        assert_eq!(
-            a.lines[0],
-            "IsActive true at zero (3 request(s) held): KEDA activates"
-        );
+        assert_eq!(a.lines[0], Step::Woken(held));
         assert_eq!(state.last_active, Some(10.0));
-        let a = cycle.push(&p, &mut state, 0, None, 11.0).unwrap();
-        assert_eq!(a.lines[0], "StreamIsActive true at zero: KEDA activates");
     }
 
     #[test]
@@ -345,15 +338,15 @@ mod tests {
         };
         let mut cycle = Cycle::new(false);
         assert_eq!(
-            cycle.poll(&p, &mut state, 1, Activity::Idle, None, 30.0),
+            cycle.poll(&p, &mut state, 1, Activity::Idle, IDLE, 30.0),
             None
         );
         assert_eq!(
-            cycle.poll(&p, &mut state, 1, Activity::Unknown, None, 90.0),
+            cycle.poll(&p, &mut state, 1, Activity::Unknown, IDLE, 90.0),
             None
         );
         let a = cycle
-            .poll(&p, &mut state, 1, Activity::Idle, None, 90.0)
+            .poll(&p, &mut state, 1, Activity::Idle, IDLE, 90.0)
             .unwrap();
         assert_eq!(a.to, 0);
         assert_eq!(a.by, Actor::Keda);

@@ -7,6 +7,7 @@ use crate::control::activity::{self, Activity, Facts, HeldMemory};
 use crate::control::hold::Hold;
 use crate::control::hpa::{self, replicas, Limited, Outcome, Reconciled};
 use crate::control::keda;
+use crate::control::reasons::{ActivityCause, NoValue, Step, Steps, Window};
 use crate::observe::metrics::rates::Snapshot;
 use crate::policy::{Forecast, Metric, Policy};
 use crate::project::capacity::Capacity;
@@ -68,19 +69,12 @@ pub struct Evaluation {
     pub value: Option<f64>,
     /// The answer to `IsActive`: active, idle, or (something unread) not known.
     pub activity: Activity,
-    pub lines: Vec<String>,
-}
-
-impl Evaluation {
-    /// Why there is no value: the reason the measurement gave.
-    pub fn why_no_value(&self) -> &str {
-        self.demand.lines.first().map_or("no value", String::as_str)
-    }
-
-    /// Why the activity is what it is (the last reason line).
-    pub fn why_activity(&self) -> &str {
-        self.lines.last().map_or("", String::as_str)
-    }
+    /// Why there is no value, when there is none: the error KEDA is given.
+    pub no_value: Option<NoValue>,
+    /// Why the activity is what it is: the error KEDA is given when it is unknown.
+    pub activity_cause: ActivityCause,
+    /// The steps, from the measurement to the further metrics.
+    pub lines: Steps,
 }
 
 /// Measures demand, applies the cold-start lookahead and judges activity (`IsActive`, by
@@ -139,7 +133,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     });
     let value = value.map(|v| saturated_floor(policy, obs, v, &mut lines));
     let value = value.map(|v| hold_floor(policy, state, rate_need, obs.now, v, &mut lines));
-    let (activity, line) = activity::judge(&Facts {
+    let (activity, cause) = activity::judge(&Facts {
         in_flight: demand.in_flight,
         activation: policy.activation,
         missing: obs.missing,
@@ -147,13 +141,16 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         held_known: obs.held.is_some(),
         scraped_since_held: state.held.seen_by(obs.scraped_at),
     });
-    let (activity, line) = held_active(policy, state, obs, demand.in_flight, activity, line);
-    lines.push(line);
+    let (activity, activity_cause) =
+        held_active(policy, state, obs, demand.in_flight, activity, cause);
+    lines.push(Step::Activity(activity_cause));
     crate::control::several::evaluate_others(policy, obs, state, &mut lines);
     Evaluation {
+        no_value: demand.no_value,
         demand,
         value,
         activity,
+        activity_cause,
         lines,
     }
 }
@@ -190,18 +187,16 @@ fn sustain_work(
         policy.nominal_request_work(),
     );
     let value = f.value(policy.lookahead_s);
-    demand.lines.push(format!(
-        "work demand {} now on the line through the last {} s (work done and requests arriving \
-         unadmitted at {} each), {}/s, {} s ahead; {} queued cleared within {} s: {}",
-        fmt(f.now),
-        fmt(policy.trend_window_s),
-        fmt(f.per_request),
-        fmt(f.slope.unwrap_or(0.0)),
-        fmt(policy.lookahead_s),
-        fmt(f.queued),
-        fmt(work::DRAIN_S),
-        fmt(value)
-    ));
+    demand.lines.push(Step::Work {
+        now: f.now,
+        window_s: policy.trend_window_s,
+        per_request: f.per_request,
+        slope: f.slope.unwrap_or(0.0),
+        lookahead_s: policy.lookahead_s,
+        queued: f.queued,
+        drain_s: work::DRAIN_S,
+        value,
+    });
     demand.value = Some(value);
     Some(f.value(0.0))
 }
@@ -209,7 +204,7 @@ fn sustain_work(
 /// `work` reads what the replicas do, which a saturated replica caps at what it can: while
 /// requests wait on the replicas, the value never asks for fewer than the current count, so
 /// replicas still starting for the backlog are not taken back before they are Ready.
-fn saturated_floor(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut Vec<String>) -> f64 {
+fn saturated_floor(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut Steps) -> f64 {
     if policy.metric != Metric::Work {
         return v;
     }
@@ -218,15 +213,12 @@ fn saturated_floor(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut V
     if waiting <= 0.0 || floor <= v {
         return v;
     }
-    lines.push(format!(
-        "saturated: {} request(s) wait, so work reads capacity, not demand: no fewer than the \
-         current {} replica(s), {} = {} x {}",
-        fmt(waiting),
-        obs.current,
-        fmt(floor),
-        obs.current,
-        fmt(policy.target)
-    ));
+    lines.push(Step::Saturated {
+        waiting,
+        current: obs.current,
+        floor,
+        target: policy.target,
+    });
     floor
 }
 
@@ -240,7 +232,7 @@ fn hold_floor(
     rate_need: Option<u32>,
     now: f64,
     v: f64,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> f64 {
     let (true, Some(need)) = (policy.hold, rate_need) else {
         return v;
@@ -251,18 +243,14 @@ fn hold_floor(
     if floor <= v {
         return v;
     }
-    lines.push(format!(
-        "hold: the admitted rate needs {} replica(s); {} held for {} s after the need fell ({}): {} = {} x {}",
+    lines.push(Step::Hold {
         need,
-        held.count,
-        fmt(held.hold_s),
-        held.learned_gap_s.map_or("the lookahead: no gap seen yet".to_owned(), |g| {
-            format!("the traffic came back after gaps of up to {} s", fmt(g))
-        }),
-        fmt(floor),
-        held.count,
-        fmt(policy.target)
-    ));
+        count: held.count,
+        hold_s: held.hold_s,
+        learned_gap_s: held.learned_gap_s,
+        floor,
+        target: policy.target,
+    });
     floor
 }
 
@@ -275,32 +263,26 @@ fn held_active(
     obs: &Observation<'_>,
     in_flight: f64,
     activity: Activity,
-    line: String,
-) -> (Activity, String) {
+    cause: ActivityCause,
+) -> (Activity, ActivityCause) {
     if !policy.hold || obs.scraped_at.is_none() {
-        return (activity, line);
+        return (activity, cause);
     }
     state
         .idle
         .note(u32::from(in_flight > policy.activation), obs.now);
     if activity != Activity::Idle || obs.replicas.is_empty() {
-        return (activity, line);
+        return (activity, cause);
     }
     let held = state.idle.held(obs.now, 0.0);
     if held.count == 0 {
-        return (activity, line);
+        return (activity, cause);
     }
-    let line = format!(
-        "active: idle, but within the {} s hold of one replica ({})",
-        fmt(held.hold_s),
-        held.learned_gap_s.map_or("the lookahead".to_owned(), |g| {
-            format!(
-                "the traffic came back after idle gaps of up to {} s",
-                fmt(g)
-            )
-        })
-    );
-    (Activity::Active, line)
+    let cause = ActivityCause::WithinHold {
+        hold_s: held.hold_s,
+        learned_gap_s: held.learned_gap_s,
+    };
+    (Activity::Active, cause)
 }
 
 /// The value projected over the lookahead, by the policy's forecast.
@@ -310,14 +292,14 @@ fn project(
     state: &mut ScalerState,
     demand: &Demand,
     v: f64,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> f64 {
     if policy.lookahead_s <= 0.0 || (policy.metric == Metric::Work && !demand.counted_missing) {
         // `work` projects along its own fitted line.
         return v;
     }
     if demand.counted_missing {
-        lines.push("lookahead: none through a value that stands for unread replicas".to_owned());
+        lines.push(Step::NoLookahead);
         return v;
     }
     if policy.forecast == Forecast::History {
@@ -329,15 +311,13 @@ fn project(
             policy.lookahead_s,
             policy.trend_window_s,
         );
-        let show = |rise: Option<f64>| rise.map_or("none yet".to_owned(), fmt);
-        lines.push(format!(
-            "forecast: {} s ahead, the recent pattern rises {}, the time of day {}: {} -> {}",
-            fmt(policy.lookahead_s),
-            show(f.pattern),
-            show(f.daily),
-            fmt(v),
-            fmt(f.value)
-        ));
+        lines.push(Step::Forecast {
+            lookahead_s: policy.lookahead_s,
+            pattern: f.pattern,
+            daily: f.daily,
+            from: v,
+            to: f.value,
+        });
         return f.value;
     }
     let p = lookahead::project(
@@ -347,19 +327,17 @@ fn project(
         policy.lookahead_s,
         policy.trend_window_s,
     );
-    match p.slope {
-        Some(slope) if p.value > v => lines.push(format!(
-            "lookahead: trend {}{}/s over the last {} s, {} s ahead: {} -> {}",
-            if slope >= 0.0 { "+" } else { "" },
-            fmt(slope),
-            fmt(policy.trend_window_s),
-            fmt(policy.lookahead_s),
-            fmt(v),
-            fmt(p.value)
-        )),
-        Some(_) => lines.push(format!("lookahead: trend not rising, {} stays", fmt(v))),
-        None => lines.push("lookahead: one point so far, no trend yet".to_owned()),
-    }
+    lines.push(match p.slope {
+        Some(slope) if p.value > v => Step::Lookahead {
+            slope,
+            window_s: policy.trend_window_s,
+            lookahead_s: policy.lookahead_s,
+            from: v,
+            to: p.value,
+        },
+        Some(_) => Step::TrendNotRising { value: v },
+        None => Step::OnePoint,
+    });
     p.value
 }
 
@@ -419,8 +397,8 @@ pub struct Decision {
     /// The HPA's raw proposal from the value, when one was made.
     pub proposal: Option<u32>,
     pub why: Why,
-    /// One short line per step, in order.
-    pub lines: Vec<String>,
+    /// The steps, in order (one line each when rendered).
+    pub lines: Steps,
 }
 
 impl Decision {
@@ -478,13 +456,13 @@ pub fn hpa_sync(
     status: u32,
     value: Option<f64>,
     now: f64,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> HpaSync {
     let mut raw = value.map(|v| proposal(policy, v, status));
     let mut within = false;
     if let (Some(v), Some(n)) = (value, raw) {
         within = replicas::ceil_replicas(in_targets(policy, v)) != n;
-        lines.push(proposal_line(policy, v, n, status, within));
+        lines.push(proposal_step(policy, v, n, status, within));
     }
     if !policy.also.is_empty() {
         within = false;
@@ -532,10 +510,7 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
     );
     match poll {
         keda::Poll::Activate { to } if !eval.activity.is_active() => {
-            lines.push(format!(
-                "at zero below min {}: KEDA restores the minimum",
-                policy.min
-            ));
+            lines.push(Step::RestoreMin { min: policy.min });
             done(to, None, Why::Min, lines)
         }
         keda::Poll::Activate { to } => {
@@ -547,29 +522,21 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
                 )
             };
             let desired = wanted.unwrap_or(to).max(to).min(policy.max);
-            lines.push(format!(
-                "{} request(s) in flight at zero: KEDA activates 0 -> {to}{}",
-                fmt(eval.demand.in_flight),
-                match wanted {
-                    Some(n) => format!(", then its HPA asks for {n}"),
-                    None => String::new(),
-                }
-            ));
+            lines.push(Step::Activates {
+                in_flight: eval.demand.in_flight,
+                to,
+                wanted,
+            });
             if wanted.is_some_and(|n| n > policy.max) {
-                lines.push(format!("capped at max {}", policy.max));
+                lines.push(Step::CappedAtMax { max: policy.max });
             }
             done(desired, wanted, Why::Activate, lines)
         }
         keda::Poll::Keep { .. } if current == 0 => {
-            lines.push(
-                match eval.activity {
-                    Activity::Unknown => {
-                        "at zero, activity not known: KEDA neither wakes nor sleeps"
-                    }
-                    _ => "at zero and nothing in flight: stay at zero",
-                }
-                .to_owned(),
-            );
+            lines.push(match eval.activity {
+                Activity::Unknown => Step::AtZeroUnknown,
+                _ => Step::AtZeroIdle,
+            });
             done(0, None, Why::Idle, lines)
         }
         keda::Poll::ToZero { idle_s } => {
@@ -578,16 +545,12 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
         }
         keda::Poll::Keep { idle_s } => {
             if policy.min == 0 && eval.activity == Activity::Unknown {
-                lines.push(
-                    "activity not known: KEDA sees an error, and never scales to zero on one"
-                        .to_owned(),
-                );
+                lines.push(Step::UnknownNeverZero);
             } else if policy.min == 0 && !eval.activity.is_active() {
-                lines.push(format!(
-                    "idle for {} s of the {} s cooldown: keep at least 1",
-                    fmt(idle_s.unwrap_or(0.0)),
-                    fmt(policy.cooldown_s)
-                ));
+                lines.push(Step::IdleWithinCooldown {
+                    idle_s: idle_s.unwrap_or(0.0),
+                    cooldown_s: policy.cooldown_s,
+                });
             }
             let status = obs.status_replicas();
             let sync = hpa_sync(
@@ -603,48 +566,53 @@ fn in_targets(policy: &Policy, value: f64) -> f64 {
     replicas::to_milli(value) as f64 / replicas::to_milli(policy.target) as f64
 }
 
-fn proposal_line(policy: &Policy, value: f64, proposal: u32, status: u32, within: bool) -> String {
+fn proposal_step(policy: &Policy, value: f64, proposal: u32, status: u32, within: bool) -> Step {
     if within {
-        let ratio = value / (policy.target * f64::from(status));
-        format!(
-            "{} / ({} x {status} replica(s)) = ratio {}, within the tolerance: {proposal} replica(s)",
-            fmt(value),
-            fmt(policy.target),
-            fmt(ratio)
-        )
+        Step::WithinTolerance {
+            value,
+            target: policy.target,
+            status,
+            ratio: value / (policy.target * f64::from(status)),
+            replicas: proposal,
+        }
     } else {
-        format!(
-            "{} {} / target {} per replica = {proposal} replica(s)",
-            policy.metric,
-            fmt(value),
-            fmt(policy.target)
-        )
+        Step::Proposal {
+            metric: policy.metric,
+            value,
+            target: policy.target,
+            replicas: proposal,
+        }
     }
 }
 
-fn explain(policy: &Policy, r: &Reconciled, within: bool, lines: &mut Vec<String>) -> Why {
+fn explain(policy: &Policy, r: &Reconciled, within: bool, lines: &mut Steps) -> Why {
     match r.outcome {
         Outcome::ScalingDisabled => {
-            lines.push("the HPA does not act at zero replicas".to_owned());
+            lines.push(Step::HpaAtZero);
             Why::Idle
         }
         Outcome::AboveMax => {
-            lines.push(format!("above max {}: straight to max", policy.max));
+            lines.push(Step::AboveMax { max: policy.max });
             Why::Max
         }
         Outcome::BelowMin => {
-            lines.push(format!("below min {}: straight to min", policy.hpa_min()));
+            lines.push(Step::BelowMin {
+                min: policy.hpa_min(),
+            });
             Why::Min
         }
         Outcome::NoMetrics => {
-            lines.push("no value: the HPA keeps the current count".to_owned());
+            lines.push(Step::NoValueKept);
             Why::NoSamples
         }
         Outcome::Normalized(limited) => {
             let proposal = r.proposal.unwrap_or(r.desired);
             let stabilized = r.stabilized.unwrap_or(proposal);
             if stabilized != proposal {
-                lines.push(stabilized_line(policy, proposal, stabilized));
+                lines.push(Step::Stabilised {
+                    window: window(policy, proposal, stabilized),
+                    count: stabilized,
+                });
             }
             let why = match limited {
                 Limited::DesiredWithinRange if stabilized != proposal => Why::Stabilized,
@@ -656,33 +624,32 @@ fn explain(policy: &Policy, r: &Reconciled, within: bool, lines: &mut Vec<String
                 Limited::TooFewReplicas => Why::Min,
             };
             if limited != Limited::DesiredWithinRange {
-                lines.push(format!(
-                    "{stabilized} limited to {} ({})",
-                    r.desired,
-                    limited.name()
-                ));
+                lines.push(Step::Limited {
+                    from: stabilized,
+                    to: r.desired,
+                    limit: limited,
+                });
             }
             why
         }
     }
 }
 
-fn stabilized_line(policy: &Policy, proposal: u32, stabilized: u32) -> String {
+/// The window that stabilised `proposal` at `stabilized`.
+fn window(policy: &Policy, proposal: u32, stabilized: u32) -> Window {
     match &policy.behavior {
-        Some(b) if stabilized > proposal => format!(
-            "highest recommendation in the {} s scale-down window is {stabilized}: stabilised at {stabilized}",
-            b.scale_down
+        Some(b) if stabilized > proposal => Window::ScaleDown {
+            window_s: b
+                .scale_down
                 .window_s
-                .unwrap_or(policy.controller.downscale_window_s)
-        ),
-        Some(b) => format!(
-            "lowest recommendation in the {} s scale-up window is {stabilized}: stabilised at {stabilized}",
-            b.scale_up.window_s.unwrap_or(0)
-        ),
-        None => format!(
-            "highest recommendation in the {} s window is {stabilized}: stabilised at {stabilized}",
-            policy.controller.downscale_window_s
-        ),
+                .unwrap_or(policy.controller.downscale_window_s),
+        },
+        Some(b) => Window::ScaleUp {
+            window_s: b.scale_up.window_s.unwrap_or(0),
+        },
+        None => Window::Default {
+            window_s: policy.controller.downscale_window_s,
+        },
     }
 }
 

@@ -10,6 +10,7 @@
 //! poll does not count as active.
 
 use crate::control::activity::Activity;
+use crate::control::reasons::Step;
 
 /// Remembers the last active moment; returns how long the target has been idle (`None`: never
 /// seen active, which KEDA treats as idle for ever).
@@ -60,20 +61,9 @@ pub fn poll(
     Poll::Keep { idle_s }
 }
 
-/// Why KEDA takes the last replica away, for a decision's reasons.
-pub fn to_zero_line(idle_s: Option<f64>, cooldown_s: f64) -> String {
-    use crate::project::demand::fmt;
-    match idle_s {
-        Some(idle) => format!(
-            "idle for {} s, at least the {} s cooldown: KEDA scales to zero",
-            fmt(idle),
-            fmt(cooldown_s)
-        ),
-        None => format!(
-            "never active, past the {} s cooldown: KEDA scales to zero",
-            fmt(cooldown_s)
-        ),
-    }
+/// Why KEDA takes the last replica away: the reason line of the step, as data.
+pub fn to_zero_line(idle_s: Option<f64>, cooldown_s: f64) -> Step {
+    Step::ToZero { idle_s, cooldown_s }
 }
 
 #[cfg(test)]

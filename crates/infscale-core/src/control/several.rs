@@ -5,8 +5,9 @@
 
 use crate::control::decision::{evaluate, proposal, ScalerState};
 use crate::control::hpa;
+use crate::control::reasons::{NoValue, Step, Steps};
 use crate::policy::Policy;
-use crate::project::demand::{fmt, Observation};
+use crate::project::demand::Observation;
 use serde::{Deserialize, Serialize};
 
 /// What one further metric remembers: its own decision memory, and its last value.
@@ -17,18 +18,19 @@ pub struct OtherMetric {
     /// The value of the last evaluation; `None` when it had none.
     #[serde(default)]
     pub value: Option<f64>,
-    /// Why there was no value, when there was none.
-    #[serde(default)]
-    pub why: String,
+    /// Why there was no value, when there was none (the error KEDA is given for this metric;
+    /// not kept between runs: the next evaluation says it again).
+    #[serde(skip)]
+    pub no_value: Option<NoValue>,
 }
 
 /// Evaluates the policy's further metrics on the same observation, keeping each one's value in
-/// `state.others` (in the order of `policy.also`), with a reason line each.
+/// `state.others` (in the order of `policy.also`), with a step each.
 pub fn evaluate_others(
     policy: &Policy,
     obs: &Observation<'_>,
     state: &mut ScalerState,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) {
     if policy.also.is_empty() {
         state.others.clear();
@@ -41,10 +43,11 @@ pub fn evaluate_others(
         let single = policy.single(i + 1);
         let eval = evaluate(&single, obs, &mut other.state);
         other.value = eval.value;
-        other.why = eval.why_no_value().to_owned();
-        lines.push(match eval.value {
-            Some(v) => format!("also {}: {}", single.metric, fmt(v)),
-            None => format!("also {}: no value ({})", single.metric, other.why),
+        other.no_value = eval.no_value;
+        lines.push(Step::Also {
+            metric: single.metric,
+            value: eval.value,
+            no_value: eval.no_value,
         });
     }
 }
@@ -58,29 +61,29 @@ pub fn proposal_over_metrics(
     value: Option<f64>,
     status: u32,
     current: u32,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> Option<u32> {
     let mut proposals = vec![value.map(|v| proposal(policy, v, status))];
     for (i, other) in state.others.iter().enumerate().take(policy.also.len()) {
         let single = policy.single(i + 1);
         let n = other.value.map(|v| proposal(&single, v, status));
-        if let (Some(v), Some(n)) = (other.value, n) {
-            lines.push(format!(
-                "{} {} / target {} per replica = {n} replica(s)",
-                single.metric,
-                fmt(v),
-                fmt(single.target)
-            ));
+        if let (Some(value), Some(replicas)) = (other.value, n) {
+            lines.push(Step::Proposal {
+                metric: single.metric,
+                value,
+                target: single.target,
+                replicas,
+            });
         }
         proposals.push(n);
     }
     proposals.resize(policy.also.len() + 1, None);
     let best = hpa::replicas_for_metrics(&proposals, current);
     if let Some(n) = best {
-        lines.push(format!(
-            "the largest of the {} metrics' proposals: {n} replica(s)",
-            proposals.len()
-        ));
+        lines.push(Step::Largest {
+            metrics: proposals.len(),
+            replicas: n,
+        });
     }
     best
 }

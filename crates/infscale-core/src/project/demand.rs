@@ -15,6 +15,7 @@
 //! no replica is ready).
 
 use crate::control::hpa::replicas::{self, per_pod, Pod, PodTarget};
+use crate::control::reasons::{Measured, MissingRule, NoValue, Step, Steps};
 use crate::observe::metrics::histogram::Histogram;
 use crate::observe::metrics::Replica;
 use crate::policy::{Metric, Policy};
@@ -61,13 +62,15 @@ pub struct Demand {
     /// Whether replicas without a sample were counted as the HPA counts missing pods: the value
     /// then stands for a replica count, not a measured demand (no trend is drawn through it).
     pub counted_missing: bool,
-    /// How the value was made, one short line per step.
-    pub lines: Vec<String>,
+    /// Why there is no value, when there is none.
+    pub no_value: Option<NoValue>,
+    /// How the value was made, step by step.
+    pub lines: Steps,
 }
 
 /// Computes the metric's value for a policy from an observation.
 pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
-    let mut lines = Vec::new();
+    let mut lines = Steps::default();
     let held_read = obs.held.unwrap_or(0.0);
     let in_flight = obs
         .replicas
@@ -84,78 +87,57 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         0.0
     };
     let at_zero = obs.replicas.is_empty() && obs.missing == 0;
-    let mut value = if obs.scraped_at.is_none() {
+    let metric = policy.metric;
+    let measured = if obs.scraped_at.is_none() {
         match obs.held {
             // The activator holds requests only while it sees no ready replica: what it holds
             // is the demand there is, before any pod list or scrape (a new collector answers
             // from it at once rather than a polling interval later).
-            Some(h) if h > 0.0 && policy.metric.counts_held() => {
-                lines.push(format!(
-                    "the pods are not known yet; {} held at the activator, which holds only \
-                     while no replica is ready: {} = {} held",
-                    fmt(h),
-                    policy.metric,
-                    fmt(h)
-                ));
-                Some(h)
+            Some(h) if h > 0.0 && metric.counts_held() => {
+                Ok((h, Step::HeldBeforePods { metric, held: h }))
             }
-            _ => {
-                lines.push("the pods are not known yet: no value".to_owned());
-                None
-            }
+            _ => Err(NoValue::PodsUnknown),
         }
     } else if reporting == 0 {
         match obs.held {
-            Some(_) if at_zero && policy.metric.counts_held() => {
-                lines.push(format!(
-                    "no ready replica: {} = {} held",
-                    policy.metric,
-                    fmt(held)
-                ));
-                Some(held)
+            Some(_) if at_zero && metric.counts_held() => {
+                Ok((held, Step::HeldAtZero { metric, held }))
             }
-            None if at_zero => {
-                lines.push(
-                    "no ready replica, and the activator's held count cannot be read: no value"
-                        .to_owned(),
-                );
-                None
-            }
-            _ => {
-                lines.push(no_sample_line(policy.metric, obs));
-                None
-            }
+            None if at_zero => Err(NoValue::ActivatorUnread),
+            _ => Err(no_sample(metric, obs)),
         }
     } else {
-        let (value, line) = combine(policy.metric, obs.replicas, &samples, reporting, held);
-        lines.push(line);
-        Some(value)
+        let (value, how) = combine(metric, obs.replicas, &samples, reporting, held);
+        Ok((value, Step::Measured(how)))
+    };
+    let (mut value, no_value) = match measured {
+        Ok((value, step)) => {
+            lines.push(step);
+            (Some(value), None)
+        }
+        Err(cause) => {
+            lines.push(Step::NoValue(cause));
+            (None, Some(cause))
+        }
     };
     let counted_missing = value.is_some() && reporting > 0 && not_voting > 0;
     if let (Some(v), true) = (value.as_mut(), counted_missing) {
         *v = as_the_hpa_counts_missing(policy, obs, *v, reporting, not_voting, &mut lines);
     }
     if obs.held.is_none() && !at_zero && value.is_some() {
-        lines.push(
-            "the activator's held count cannot be read: counted as 0 while replicas are ready \
-             (the activator forwards to them)"
-                .to_owned(),
-        );
+        lines.push(Step::HeldUnreadAsZero);
     }
     let held_outside = held > 0.0 && reporting > 0 && policy.metric != Metric::Occupancy;
     if let (Some(v), true) = (value.as_mut(), held_outside) {
         *v += held;
-        lines.push(format!(
-            "+ {} held at the activator = {}",
-            fmt(held),
-            fmt(*v)
-        ));
+        lines.push(Step::PlusHeld { held, value: *v });
     }
     Demand {
         value,
         in_flight,
         reporting,
         counted_missing,
+        no_value,
         lines,
     }
 }
@@ -169,7 +151,7 @@ fn as_the_hpa_counts_missing(
     value: f64,
     reporting: u32,
     not_voting: u32,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> f64 {
     let status = obs
         .status_replicas()
@@ -187,23 +169,26 @@ fn as_the_hpa_counts_missing(
     let count = per_pod(&pods, target, status, tolerances).unwrap_or(status);
     let alone = replicas::ceil_replicas(value / policy.target);
     let rule = if count == status {
-        format!("kept at the current {status}")
+        MissingRule::Kept { status }
     } else if alone > count {
-        format!("at 0 on the way up: {count}")
+        MissingRule::Up { count }
     } else {
-        format!("at the target on the way down: {count}")
+        MissingRule::Down { count }
     };
     // On milli-units, as KEDA hands the value over: exactly `count` targets. The product
     // saturates (a count near i32::MAX at a 1e9 threshold passes i64::MAX), so it stays the
     // largest value, never a wrapped negative one read as 0.
     let adjusted =
         i64::from(count).saturating_mul(replicas::to_milli(policy.target)) as f64 / 1000.0;
-    lines.push(format!(
-        "{not_voting} replica(s) without a sample: the {reporting} that reported ask for {alone}; \
-         counted as the HPA counts missing pods ({rule}), so {} = {count} x {}",
-        fmt(adjusted),
-        fmt(policy.target)
-    ));
+    lines.push(Step::CountedMissing {
+        not_voting,
+        reporting,
+        alone,
+        rule,
+        value: adjusted,
+        count,
+        target: policy.target,
+    });
     adjusted
 }
 
@@ -244,7 +229,7 @@ fn per_replica(policy: &Policy, replicas: &[Replica]) -> (Vec<Option<f64>>, u32)
     (samples, reporting)
 }
 
-/// The value over the replicas that reported, with the line that explains it. Held requests are
+/// The value over the replicas that reported, with how it was made. Held requests are
 /// added afterwards, except for occupancy, whose formula takes them as in-flight work.
 fn combine(
     metric: Metric,
@@ -252,7 +237,7 @@ fn combine(
     samples: &[Option<f64>],
     reporting: u32,
     held: f64,
-) -> (f64, String) {
+) -> (f64, Measured) {
     let sum: f64 = samples.iter().flatten().sum();
     match metric {
         Metric::Queue => {
@@ -264,27 +249,32 @@ fn combine(
                 .sum();
             (
                 sum,
-                format!(
-                    "queue {} = running {} + waiting {} on {reporting} replica(s)",
-                    fmt(sum),
-                    fmt(running),
-                    fmt(sum - running)
-                ),
+                Measured::Queue {
+                    sum,
+                    running,
+                    waiting: sum - running,
+                    reporting,
+                },
             )
         }
         Metric::Waiting | Metric::Running => (
             sum,
-            format!("{metric} {} on {reporting} replica(s)", fmt(sum)),
+            Measured::Count {
+                metric,
+                sum,
+                reporting,
+            },
         ),
         Metric::Kv | Metric::Cpu | Metric::Work => {
             let mean = sum / f64::from(reporting);
             (
                 sum,
-                format!(
-                    "{metric} {} on average over {reporting} replica(s): {} in all",
-                    fmt(mean),
-                    fmt(sum)
-                ),
+                Measured::Average {
+                    metric,
+                    mean,
+                    sum,
+                    reporting,
+                },
             )
         }
         Metric::Ttft => {
@@ -298,12 +288,11 @@ fn combine(
             let value = p95 * f64::from(reporting);
             (
                 value,
-                format!(
-                    "TTFT p95 {}s over the interval on {reporting} replica(s): {} x {reporting} = {}",
-                    fmt(p95),
-                    fmt(p95),
-                    fmt(value)
-                ),
+                Measured::Ttft {
+                    p95,
+                    reporting,
+                    value,
+                },
             )
         }
         Metric::Occupancy => {
@@ -318,38 +307,39 @@ fn combine(
             let needed = in_flight * healthy / serving.max(healthy).max(1.0);
             (
                 needed,
-                format!(
-                    "occupancy: R_needed = in flight {} x {reporting} healthy / max(serving {}, {reporting}, 1) = {}",
-                    fmt(in_flight),
-                    fmt(serving),
-                    fmt(needed)
-                ),
+                Measured::Occupancy {
+                    in_flight,
+                    reporting,
+                    serving,
+                    needed,
+                },
             )
         }
     }
 }
 
-fn no_sample_line(metric: Metric, obs: &Observation<'_>) -> String {
+/// Why replicas known gave no sample for the metric.
+fn no_sample(metric: Metric, obs: &Observation<'_>) -> NoValue {
     if obs.replicas.is_empty() && obs.missing > 0 {
-        format!(
-            "none of {} ready replica(s) could be read: no value (a fault is never read as zero)",
-            obs.missing
-        )
+        NoValue::NoReplicaRead {
+            missing: obs.missing,
+        }
     } else if metric == Metric::Ttft {
-        "no first token was observed in the interval: no TTFT sample".to_owned()
+        NoValue::NoTtftSample
     } else if obs.replicas.is_empty() {
-        format!("no ready replica, and {metric} needs one: no sample")
+        NoValue::NoReadyReplica { metric }
     } else if let Some((server, lacks)) = obs.replicas.iter().find_map(|r| {
         crate::policy::exports::missing(r.signals.server, metric)
             .map(|lacks| (r.signals.server, lacks))
     }) {
         // Found with `server: auto`: the pods' server can never give this metric.
-        format!(
-            "the pods serve {server}, which exports no {lacks}: {metric} can never be read \
-             there (no value)"
-        )
+        NoValue::MetricMissing {
+            metric,
+            server,
+            lacks,
+        }
     } else {
-        format!("no replica gave a {metric} sample (rates need two scrapes): no value")
+        NoValue::NoSample { metric }
     }
 }
 

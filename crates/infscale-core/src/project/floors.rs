@@ -18,10 +18,11 @@
 //! Each is a floor (or, for the credit, a cut that never asks for fewer than the current count),
 //! applied to the value `serve` returns, so KEDA's HPA and `decide` reach the same count.
 
+use crate::control::reasons::{Step, Steps};
 use crate::observe::metrics::Replica;
 use crate::policy::Policy;
 use crate::project::capacity::{Capacity, Reading};
-use crate::project::demand::{fmt, Observation};
+use crate::project::demand::Observation;
 use crate::project::lookahead::Point;
 
 /// The SLO-aware floor acts once the implied first-token time passes this share of the SLO.
@@ -71,7 +72,7 @@ fn value_for(policy: &Policy, replicas: u32) -> f64 {
 /// The SLO-aware floor: with the queue implying a first-token time past half the SLO, enough
 /// replicas to serve the arrivals and drain the backlog within the SLO, each replica admitting
 /// what the ready ones admit now.
-pub fn slo_floor(policy: &Policy, flow: &Flow, value: f64, lines: &mut Vec<String>) -> f64 {
+pub fn slo_floor(policy: &Policy, flow: &Flow, value: f64, lines: &mut Steps) -> f64 {
     if policy.slo_s <= 0.0 || flow.ready == 0 || flow.admitted_per_s <= 0.0 {
         return value;
     }
@@ -84,18 +85,15 @@ pub fn slo_floor(policy: &Policy, flow: &Flow, value: f64, lines: &mut Vec<Strin
     if floor <= value {
         return value;
     }
-    lines.push(format!(
-        "slo: {} waiting at {} admitted/s imply {} s to a first token (SLO {} s): at least {} \
-         replica(s), {} = {} x {}",
-        fmt(flow.waiting),
-        fmt(flow.admitted_per_s),
-        fmt(implied),
-        fmt(policy.slo_s),
+    lines.push(Step::Slo {
+        waiting: flow.waiting,
+        admitted: flow.admitted_per_s,
+        implied,
+        slo_s: policy.slo_s,
         needed,
-        fmt(floor),
-        needed,
-        fmt(policy.target)
-    ));
+        floor,
+        target: policy.target,
+    });
     floor
 }
 
@@ -139,7 +137,7 @@ pub fn guard_floor(
     flow: &Flow,
     capacity: &Capacity,
     value: f64,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> f64 {
     let Some(safe) = capacity.safe_rate() else {
         return value;
@@ -152,17 +150,14 @@ pub fn guard_floor(
     if floor <= value {
         return value;
     }
-    lines.push(format!(
-        "guard: {} admitted/s over {} req/s per replica (the most sustained within the target) keeps \
-         {} of {} ready: {} = {} x {}",
-        fmt(flow.admitted_per_s),
-        fmt(safe),
+    lines.push(Step::Guard {
+        admitted: flow.admitted_per_s,
+        safe,
         keep,
-        flow.ready,
-        fmt(floor),
-        keep,
-        fmt(policy.target)
-    ));
+        ready: flow.ready,
+        floor,
+        target: policy.target,
+    });
     floor
 }
 
@@ -177,7 +172,7 @@ pub fn rate_forecast_floor(
     capacity: &Capacity,
     now: f64,
     value: f64,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> f64 {
     let window = policy.trend_window_s.max(policy.lookahead_s);
     let p = crate::project::lookahead::project(
@@ -208,17 +203,15 @@ pub fn rate_forecast_floor(
     if floor <= value {
         return value;
     }
-    lines.push(format!(
-        "forecast: {} admitted/s now, {} in {} s, at {} req/s per replica: {} replica(s), {} = {} x {}",
-        fmt(flow.admitted_per_s),
-        fmt(ahead),
-        fmt(policy.lookahead_s),
-        fmt(safe),
+    lines.push(Step::RateForecast {
+        admitted: flow.admitted_per_s,
+        ahead,
+        lookahead_s: policy.lookahead_s,
+        safe,
         needed,
-        fmt(floor),
-        needed,
-        fmt(policy.target)
-    ));
+        floor,
+        target: policy.target,
+    });
     floor
 }
 
@@ -232,7 +225,7 @@ pub fn credit(
     flow: &Flow,
     capacity: &Capacity,
     value: f64,
-    lines: &mut Vec<String>,
+    lines: &mut Steps,
 ) -> f64 {
     // The count that keeps every replica ready or starting (`serve` knows the ready ones as
     // its current count; the starting ones are on their way).
@@ -256,15 +249,15 @@ pub fn credit(
     if arriving == 0 || carried < flow.admitted_per_s || flow.waiting > 0.0 {
         return value;
     }
-    lines.push(format!(
-        "credit: {} ready + {arriving} starting carry {} req/s at {} each, above the {} admitted:          {} -> {} (the current {})",
-        flow.ready,
-        fmt(carried),
-        fmt(safe),
-        fmt(flow.admitted_per_s),
-        fmt(value),
-        fmt(cap),
-        current
-    ));
+    lines.push(Step::Credit {
+        ready: flow.ready,
+        arriving,
+        carried,
+        safe,
+        admitted: flow.admitted_per_s,
+        from: value,
+        to: cap,
+        current,
+    });
     cap
 }

@@ -18,6 +18,7 @@ use super::rng::Rng;
 use super::trace::Trace;
 use crate::control::cycle::{self, Action, Cycle};
 use crate::control::deletion_cost;
+use crate::control::reasons::Wake;
 use crate::observe::counts::{Counts, HostCounts};
 use crate::observe::metrics::rates::Snapshot;
 use crate::observe::metrics::ServerChoice;
@@ -204,7 +205,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                 from,
                 to: action.to,
                 why: action.cause.name().to_owned(),
-                lines: action.lines,
+                lines: action.lines.render(),
             });
         }
     };
@@ -294,7 +295,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                     if settings.trigger == Trigger::ExternalPush && turned_active {
                         let current = cluster.current();
                         if let Some(action) =
-                            cycle.push(policy, &mut state, current, Some(held), now)
+                            cycle.push(policy, &mut state, current, Wake::Held { held }, now)
                         {
                             apply(&mut cluster, action, now);
                         }
@@ -302,9 +303,14 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
                 }
                 if tick % poll_every == 0 {
                     let (current, activity) = (cluster.current(), cycle.activity());
-                    if let Some(action) =
-                        cycle.poll(policy, &mut state, current, activity, Some(held), now)
-                    {
+                    if let Some(action) = cycle.poll(
+                        policy,
+                        &mut state,
+                        current,
+                        activity,
+                        Wake::Held { held },
+                        now,
+                    ) {
                         apply(&mut cluster, action, now);
                     }
                 }

@@ -1,6 +1,7 @@
 //! The decision end to end, with the numbers written out.
 
 use super::*;
+use crate::control::reasons::Measured;
 use crate::observe::metrics::histogram::Histogram;
 use crate::observe::metrics::{Counters, Rates, Replica, Server, Signals};
 
@@ -47,15 +48,49 @@ fn twelve_in_flight_at_target_four_is_three() {
     let pods = [replica(2.0, 10.0)];
     let d = run("queue:4,max=3", &observe(0.0, 1, &pods, 0.0));
     assert_eq!((d.desired, d.why, d.value), (3, Why::Metric, Some(12.0)));
+    let measured = Measured::Queue {
+        sum: 12.0,
+        running: 2.0,
+        waiting: 10.0,
+        reporting: 1,
+    };
+    let active = ActivityCause::InFlight {
+        in_flight: 12.0,
+        activation: 0.0,
+    };
+    let proposal = Step::Proposal {
+        metric: Metric::Queue,
+        value: 12.0,
+        target: 4.0,
+        replicas: 3,
+    };
     assert_eq!(
-        d.lines[0],
-        "queue 12 = running 2 + waiting 10 on 1 replica(s)"
+        d.lines[..],
+        [Step::Measured(measured), Step::Activity(active), proposal]
     );
+}
+
+#[test]
+fn the_steps_render_as_decide_prints_them() {
+    let pods = [replica(2.0, 10.0)];
+    let d = run("queue:4,max=3", &observe(0.0, 1, &pods, 0.0));
     assert_eq!(
-        d.lines[1],
-        "active: 12 request(s) running, waiting or held, above the activation level 0"
+        d.lines.render(),
+        [
+            "queue 12 = running 2 + waiting 10 on 1 replica(s)",
+            "active: 12 request(s) running, waiting or held, above the activation level 0",
+            "queue 12 / target 4 per replica = 3 replica(s)",
+        ]
     );
-    assert_eq!(d.lines[2], "queue 12 / target 4 per replica = 3 replica(s)");
+    let idle = run("queue:4,min=0", &observe(0.0, 1, &[], 0.0));
+    assert_eq!(
+        idle.lines.render(),
+        [
+            "no ready replica: queue = 0 held",
+            "idle: every replica read, 0 in flight (activation level 0), nothing held",
+            "never active, past the 300 s cooldown: KEDA scales to zero",
+        ]
+    );
 }
 
 #[test]
@@ -487,10 +522,10 @@ fn the_guard_stops_a_little_law_collapse() {
     // safe, credited up to 1.25x for the room left below the target (9 of 48): 4.6875, so it
     // keeps ceil(30 / 4.6875) = 7.
     assert_eq!(d.desired, 7, "{:?}", d.lines);
-    assert!(d
-        .lines
-        .iter()
-        .any(|l| l.starts_with("guard: 30 admitted/s")));
+    assert!(d.lines.iter().any(|l| matches!(
+        l,
+        Step::Guard { admitted, keep: 7, ready: 8, .. } if *admitted == 30.0
+    )));
     // Without the guard, the same reading collapses to 2.
     let plain = Policy::parse("queue:48,downwindow=0,max=10").unwrap();
     let d = decide(
@@ -510,6 +545,10 @@ fn the_slo_floor_buys_what_drains_the_queue_in_time() {
         &observe(0.0, 2, &pods, 0.0),
     );
     assert_eq!(d.desired, 6, "{:?}", d.lines);
+    assert!(d.lines.iter().any(|l| matches!(
+        l,
+        Step::Slo { implied, needed: 6, .. } if *implied == 4.0
+    )));
     let d = run(
         "queue:256,downwindow=0,max=10",
         &observe(0.0, 2, &pods, 0.0),
@@ -536,10 +575,15 @@ fn credit_counts_starting_replicas_instead_of_ordering_more() {
     };
     let d = decide(&policy, &obs, &mut state);
     assert_eq!(d.desired, 3, "{:?}", d.lines);
-    assert!(d
-        .lines
-        .iter()
-        .any(|l| l.starts_with("credit: 1 ready + 2 starting")));
+    assert!(d.lines.iter().any(|l| matches!(
+        l,
+        Step::Credit {
+            ready: 1,
+            arriving: 2,
+            current: 3,
+            ..
+        }
+    )));
     let plain = Policy::parse("queue:20,lookahead=90,max=10").unwrap();
     let d = decide(&plain, &obs, &mut ScalerState::default());
     assert!(d.desired > 3);
@@ -575,9 +619,41 @@ fn a_metric_the_pods_server_cannot_give_says_so() {
         &mut ScalerState::default(),
     );
     assert_eq!(e.value, None);
+    let cause = e.no_value.expect("a cause for the missing value");
+    assert!(matches!(
+        cause,
+        NoValue::MetricMissing {
+            metric: Metric::Kv,
+            server: Server::LlamaCpp,
+            ..
+        }
+    ));
+    // The text KEDA receives.
     assert_eq!(
-        e.why_no_value(),
+        cause.to_string(),
         "the pods serve llamacpp, which exports no KV-cache usage gauge: kv can never be read \
          there (no value)"
     );
+}
+
+#[test]
+fn an_unknown_activity_keeps_its_own_cause_behind_further_metrics() {
+    // The last step is the further metric's; the cause KEDA is given is still the activity's.
+    let mut idle = replica(0.0, 0.0);
+    idle.signals.kv = Some(0.1);
+    let pods = [idle];
+    let obs = Observation {
+        held: None,
+        ..observe(0.0, 1, &pods, 0.0)
+    };
+    let policy = Policy::parse("queue+kv:4,0.8").unwrap();
+    let e = evaluate(&policy, &obs, &mut ScalerState::default());
+    assert_eq!(
+        e.activity,
+        crate::scaling::Activity::Unknown,
+        "{:?}",
+        e.lines
+    );
+    assert_eq!(e.activity_cause, ActivityCause::HeldUnread);
+    assert!(matches!(e.lines.last(), Some(Step::Also { .. })));
 }
