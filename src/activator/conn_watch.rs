@@ -1,6 +1,7 @@
 //! What the requests of one client connection share, and the watch that ends the connection:
-//! their part of the body budget, the count of requests open on it, and the client address's
-//! place among the listener's connections.
+//! their part of the body budget and the count of requests open on it. (Its place among the
+//! listener's connections, and its client address's, are the listener's:
+//! [`crate::edge::listener`].)
 //!
 //! hyper closes an HTTP/1.1 connection idle past the header timeout, but an HTTP/2 connection
 //! with no stream open stays up for as long as the client keeps it (its pings are answered), so
@@ -9,11 +10,9 @@
 //! whatever its protocol; at the activator's shutdown every connection is.
 
 use super::budget::Budget;
-use std::collections::HashMap;
 use std::future::Future;
-use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -102,68 +101,9 @@ pub async fn serve<F, E>(
     }
 }
 
-/// Connections per client address, each at most `max`.
-pub struct PerClient {
-    counts: Mutex<HashMap<IpAddr, usize>>,
-    max: usize,
-}
-
-/// A client address's place, given back when dropped.
-pub struct ClientSlot {
-    of: Arc<PerClient>,
-    ip: IpAddr,
-}
-
-impl PerClient {
-    pub fn new(max: usize) -> Arc<PerClient> {
-        Arc::new(PerClient {
-            counts: Mutex::new(HashMap::new()),
-            max: max.max(1),
-        })
-    }
-
-    /// A place for one more connection from `ip`, or none when it has `max` open.
-    pub fn enter(self: &Arc<Self>, ip: IpAddr) -> Option<ClientSlot> {
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let n = counts.entry(ip).or_insert(0);
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(ClientSlot {
-            of: self.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        let mut counts = self.of.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = counts.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.ip);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_client_gets_at_most_its_places_and_they_come_back() {
-        let p = PerClient::new(2);
-        let ip: IpAddr = [127, 0, 0, 1].into();
-        let a = p.enter(ip).unwrap();
-        let _b = p.enter(ip).unwrap();
-        assert!(p.enter(ip).is_none());
-        assert!(p.enter([127, 0, 0, 2].into()).is_some());
-        drop(a);
-        assert!(p.enter(ip).is_some());
-    }
 
     #[tokio::test(start_paused = true)]
     async fn idle_means_nothing_open_for_the_whole_limit() {

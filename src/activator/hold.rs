@@ -28,8 +28,9 @@ use std::collections::BTreeSet;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tokio::sync::{oneshot, watch, Notify, OwnedSemaphorePermit, Semaphore};
+// tokio's clock, the one the lease's wake-up sleeps on (and a test can pause).
+use tokio::time::Instant;
 
 /// Why a held request stops waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -501,7 +502,7 @@ mod tests {
         assert!(matches!(s.admit(9), Admission::Held(_)));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_abandoned_hold_counts_for_its_lease() {
         let s = state(10);
         let mut route = s.route.clone();
@@ -514,7 +515,9 @@ mod tests {
         let timed_out = held(s.admit(1));
         timed_out.expire();
         assert_eq!((s.held(), s.abandoned.get()), (1, 1));
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::advance(Duration::from_millis(199)).await;
+        assert_eq!(s.held(), 1, "the lease still counts");
+        tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(s.held(), 0);
     }
 

@@ -2,13 +2,14 @@
 //! can make it hold, how long it waits for upstreams, and how often it looks at their readiness.
 //!
 //! Every client of every model passes through the activator, so one client must not be able to
-//! starve the others. A listener keeps at most `max_connections` (one more is closed as it is
-//! accepted); a request head must arrive within `header_timeout` (which also closes idle
-//! keep-alive connections) and its body within `body_timeout`; the bodies held or being read
-//! share one memory budget ([`super::budget`]), and a request that would pass it is answered 503
-//! before its body is read; an upstream silent for `upstream_idle` in the middle of a response is
-//! cut, and so is a client that reads nothing of its response for `client_stall`
-//! ([`super::client_conn`]). The defaults fit the shipped manifest's 256 MiB memory limit.
+//! starve the others. A listener keeps at most `max_connections` (at the cap the oldest that
+//! never sent a byte gives way, or, when all have, one more is closed as it is accepted); a
+//! request head must arrive within `header_timeout` (which also closes idle keep-alive
+//! connections) and its body within `body_timeout`; the bodies held or being read share one
+//! memory budget ([`super::budget`]), and a request that would pass it is answered 503 before its
+//! body is read; an upstream silent for `upstream_idle` in the middle of a response is cut, and so
+//! is a client that reads nothing of its response for `client_stall` (the listener's write stall,
+//! [`crate::edge::listener`]). The defaults fit the shipped manifest's 256 MiB memory limit.
 //!
 //! [`Limits::default`] holds the defaults; the `activator` command sets the ones an operator may
 //! need to change from its flags (named on each field), and the server passes the struct down.
@@ -20,8 +21,9 @@ use std::time::Duration;
 /// The activator's operational limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Client connections per listener at once. Default 4,096: far above what one activator
-    /// serves, low enough to keep descriptors and memory bounded. `--max-connections`.
+    /// Client connections per listener at once; at the cap a silent one gives way to a new one.
+    /// Default 4,096: far above what one activator serves, low enough to keep descriptors and
+    /// memory bounded. `--max-connections`.
     pub max_connections: usize,
     /// Client connections from one address at once. Default 1,024: a gateway's pool fits, one
     /// client cannot take the whole cap. `--max-connections-per-client`.
@@ -50,8 +52,9 @@ pub struct Limits {
     /// How long forwarded requests may take to finish after a shutdown signal. Default 30 s,
     /// Kubernetes' grace period. `--drain-seconds`.
     pub drain: Duration,
-    /// The pause after a failed `accept` (out of descriptors, say) before the next. Default
-    /// 50 ms: short enough to recover at once, long enough not to spin.
+    /// The first pause after a failed `accept` (out of descriptors, say) before the next; it
+    /// doubles while accepts keep failing, up to a second. Default 50 ms: short enough to
+    /// recover at once, long enough not to spin.
     pub accept_backoff: Duration,
     /// How long to wait for the rest of a partly arrived HTTP/2 preface before peeking again.
     /// Default 5 ms: h2 clients send the preface in one write, so this is rare.

@@ -5,12 +5,11 @@
 //! or a health probe); [`proxy`] holds and forwards; [`admin`] serves the counts the scaler
 //! reads (`/queue`, `/queue/watch`) and [`telemetry`] the activator's own `/metrics`; [`server`]
 //! assembles them with a graceful shutdown. [`limits`] holds every operational bound, passed
-//! down from the server; [`budget`] and [`client_conn`] enforce the ones on client bodies and
-//! connections.
+//! down from the server; [`budget`] enforces the ones on client bodies, and the listener every
+//! port accepts through ([`crate::edge::listener`]) the ones on client connections.
 
 pub mod admin;
 pub mod budget;
-pub mod client_conn;
 pub mod conn_watch;
 pub mod hold;
 pub mod limits;

@@ -5,8 +5,8 @@
 //! buffer from 8 to 16 KiB: the largest share of a held request's memory
 //! (scripts/profile-activator.sh, part 3).
 
+use crate::edge::listener::Conn;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -19,8 +19,8 @@ pub enum Speaks {
 
 /// Waits until the first bytes tell the protocol, peeking again every `poll` while only a part of
 /// the preface is in; `None` when the client closes first. The caller bounds the wait (a client
-/// that sends nothing is the slow-loris case).
-pub async fn speaks(stream: &TcpStream, poll: Duration) -> std::io::Result<Option<Speaks>> {
+/// that sends nothing is the slow-loris case; the connection's first-byte deadline ends it too).
+pub async fn speaks(stream: &mut Conn, poll: Duration) -> std::io::Result<Option<Speaks>> {
     let mut first = [0u8; PREFACE.len()];
     loop {
         let n = stream.peek(&mut first).await?;

@@ -4,8 +4,7 @@
 
 use super::admin::Admin;
 use super::budget::Budget;
-use super::client_conn::ClientConn;
-use super::conn_watch::{self, ConnShared, PerClient};
+use super::conn_watch::{self, ConnShared};
 use super::hold::RouteState;
 use super::limits::Limits;
 use super::preface::{self, Speaks};
@@ -14,6 +13,7 @@ use super::readiness;
 use super::routes::Route;
 use super::telemetry::Telemetry;
 use super::written::SignallingConnector;
+use crate::edge::listener::{self, Bounds, Listener};
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -25,7 +25,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 /// How to run the activator.
 #[derive(Debug, Clone)]
@@ -146,62 +146,37 @@ impl Listening {
             keep_alive: limits.watch_keep_alive,
         };
         let admin_listener = self.admin;
-        let admin_bounds = crate::edge::listener::Bounds {
+        let admin_bounds = Bounds {
             max_connections: limits.admin_max_connections,
+            max_per_client: None,
             first_byte: limits.header_timeout,
-            idle: limits.admin_idle,
+            head_timeout: limits.header_timeout,
+            idle: Some(limits.admin_idle),
             // `/queue/watch` streams to a scaler that sends nothing more.
             idle_on_writes: true,
+            write_stall: None,
             accept_backoff: limits.accept_backoff,
         };
-        let admin_head = limits.header_timeout;
         tasks.push(tokio::spawn(async move {
-            crate::edge::listener::serve_http(
-                admin_listener,
-                admin_bounds,
-                admin_head,
-                admin.router(),
-                "admin",
-            )
-            .await;
+            listener::serve_http(admin_listener, admin_bounds, admin.router(), "admin").await;
         }));
         tracing::info!(listen = %self.proxy.local_addr().map(|a| a.to_string()).unwrap_or_default(), routes = routes.len(), "activator serving");
+        let bounds = proxy_bounds(&limits);
         // A head must arrive in time (hyper's timer); a connection with nothing open for as long
         // is closed, HTTP/2 ones too (super::conn_watch).
-        let mut http1 = hyper::server::conn::http1::Builder::new();
-        http1
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
+        let http1 = bounds.http1();
         let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())
             .keep_alive_interval(limits.header_timeout);
-        let max_connections = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
-        let permits = Arc::new(Semaphore::new(max_connections));
-        let per_client = PerClient::new(limits.max_connections_per_client);
         let (closing, closing_rx) = watch::channel(false);
-        let listener = self.proxy;
+        let mut listener = Listener::new(self.proxy, bounds, "proxy");
+        let open = listener.open_connections();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             tokio::select! {
-                accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(a) => a,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "accept failed");
-                            tokio::time::sleep(limits.accept_backoff).await;
-                            continue;
-                        }
-                    };
-                    let Ok(permit) = permits.clone().try_acquire_owned() else {
-                        tracing::warn!(%peer, "connection refused: the connection cap is reached");
-                        continue;
-                    };
-                    let Some(place) = per_client.enter(peer.ip()) else {
-                        tracing::warn!(%peer, "connection refused: this client has as many connections as one may");
-                        continue;
-                    };
-                    let _ = stream.set_nodelay(true);
+                conn = listener.accept() => {
+                    let peer = conn.peer();
                     let shared = ConnShared::new(limits.conn_body_share);
                     let proxy = proxy.clone();
                     let for_requests = shared.clone();
@@ -216,14 +191,15 @@ impl Listening {
                         }
                     });
                     let (http1, http2, closing) = (http1.clone(), http2.clone(), closing_rx.clone());
-                    let (header_timeout, stall, poll) = (limits.header_timeout, limits.client_stall, limits.preface_poll);
+                    let (header_timeout, poll) = (limits.header_timeout, limits.preface_poll);
                     tokio::spawn(async move {
+                        let mut conn = conn;
                         // The protocol from the first bytes, within the head's time limit.
-                        let speaks = match tokio::time::timeout(header_timeout, preface::speaks(&stream, poll)).await {
+                        let speaks = match tokio::time::timeout(header_timeout, preface::speaks(&mut conn, poll)).await {
                             Ok(Ok(Some(speaks))) => speaks,
                             _ => return,
                         };
-                        let io = TokioIo::new(ClientConn::new(stream, stall, (permit, place)));
+                        let io = TokioIo::new(conn);
                         match speaks {
                             Speaks::Http1 => {
                                 let conn = http1.serve_connection(io, service);
@@ -247,9 +223,8 @@ impl Listening {
             r.shut_down();
         }
         let _ = closing.send(true);
-        // Every connection gives its permit back when it ends.
-        let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
-        if tokio::time::timeout(limits.drain, permits.acquire_many(all))
+        // Every connection gives its place back when it ends.
+        if tokio::time::timeout(limits.drain, open.drained())
             .await
             .is_err()
         {
@@ -259,5 +234,22 @@ impl Listening {
             t.abort();
         }
         Ok(())
+    }
+}
+
+/// The proxy port's bounds: its caps, a first byte and a request head within the header
+/// timeout, and a write stall at the client stall. No idle limit of the listener's: a held
+/// request's client may send nothing for as long as the hold lasts; a connection with no request
+/// open is closed after the header timeout instead ([`super::conn_watch`]).
+pub fn proxy_bounds(limits: &Limits) -> Bounds {
+    Bounds {
+        max_connections: limits.max_connections,
+        max_per_client: Some(limits.max_connections_per_client),
+        first_byte: limits.header_timeout,
+        head_timeout: limits.header_timeout,
+        idle: None,
+        idle_on_writes: false,
+        write_stall: Some(limits.client_stall),
+        accept_backoff: limits.accept_backoff,
     }
 }

@@ -57,7 +57,8 @@ pub struct Args {
     /// until the model answers (off by default).
     #[arg(long, value_name = "SECONDS")]
     pub keep_alive_seconds: Option<f64>,
-    /// Client connections at once; one more is closed as it is accepted.
+    /// Client connections at once; at the cap a silent one gives way, or, when every open one
+    /// has spoken, the new one is closed.
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,
     /// Client connections from one address at once; one more is closed as it is accepted.

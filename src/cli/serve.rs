@@ -66,7 +66,8 @@ pub struct Args {
     /// The most triggers followed at once in one namespace.
     #[arg(long, default_value_t = 200)]
     pub max_targets_per_namespace: usize,
-    /// The most gRPC connections at once; one more is closed as it is accepted.
+    /// The most gRPC connections at once; at the cap a silent one gives way, or, when every open
+    /// one has spoken, the new one is closed.
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
     /// Close a gRPC connection after this many seconds without a byte from its client (the

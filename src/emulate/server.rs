@@ -1,20 +1,22 @@
 //! The emulator's HTTP server (hyper, HTTP/1.1): routes, bounds, cold start and shutdown.
 //!
 //! Every generation request is bounded before the engine sees it (body size, requests in flight,
-//! context length) and answered with an OpenAI-style error naming what is wrong. Until the cold
+//! context length) and answered with an OpenAI-style error naming what is wrong. Connections are
+//! accepted through the listener every port shares ([`crate::edge::listener`]). Until the cold
 //! start has passed every route answers 503, as a loading server does. [`Emulator::stop`] stops
 //! accepting, then aborts what is in flight.
 
 use super::engine::{Clock, Engine, Progress, Stats, Submit};
 use super::openai::{self, Answer, ApiError, Endpoint};
 use super::{page, EmulateConfig};
+use crate::edge::listener::{Bounds, Listener};
 use anyhow::Context;
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,30 +131,36 @@ pub async fn spawn(listener: TcpListener, cfg: EmulateConfig) -> anyhow::Result<
     })
 }
 
+/// The first pause after a failed accept (it doubles while accepts keep failing).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The server's listener bounds: its connection cap, and a first byte and a request head within
+/// the head timeout. No idle limit or write stall: hyper's head timer closes a keep-alive
+/// connection idle between requests, and a streamed answer goes at the engine's pace to a client
+/// that sends nothing meanwhile.
+fn bounds(limits: &super::Limits) -> Bounds {
+    let head = Duration::from_secs_f64(limits.header_timeout_s);
+    Bounds {
+        max_connections: limits.max_connections,
+        max_per_client: None,
+        first_byte: head,
+        head_timeout: head,
+        idle: None,
+        idle_on_writes: false,
+        write_stall: None,
+        accept_backoff: ACCEPT_BACKOFF,
+    }
+}
+
 async fn accept(listener: TcpListener, state: Arc<State>, mut stop: oneshot::Receiver<()>) {
-    let limits = state.cfg.limits;
-    let mut http1 = hyper::server::conn::http1::Builder::new();
-    http1
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs_f64(limits.header_timeout_s));
+    let bounds = bounds(&state.cfg.limits);
+    let http1 = bounds.http1();
+    let mut listener = Listener::new(listener, bounds, "emulate");
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                };
+            conn = listener.accept() => {
                 while connections.try_join_next().is_some() {}
-                if connections.len() >= limits.max_connections {
-                    tracing::warn!(%peer, "connection refused: the connection cap is reached");
-                    continue;
-                }
-                let _ = stream.set_nodelay(true);
                 let state = state.clone();
                 let service = service_fn(move |req| {
                     let state = state.clone();
@@ -160,7 +168,7 @@ async fn accept(listener: TcpListener, state: Arc<State>, mut stop: oneshot::Rec
                 });
                 let http1 = http1.clone();
                 connections.spawn(async move {
-                    let _ = http1.serve_connection(TokioIo::new(stream), service).await;
+                    let _ = http1.serve_connection(TokioIo::new(conn), service).await;
                 });
             }
             _ = &mut stop => break,

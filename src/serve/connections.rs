@@ -1,7 +1,9 @@
 //! The bounds of `serve`'s two listeners, from its limits ([`crate::edge::listener`] enforces
 //! them): the gRPC port (`--max-connections`, `--connection-idle-seconds`) and the metrics port
 //! (`--metrics-max-connections`); both want a first byte within `--header-timeout-seconds` (or
-//! the port's idle timeout, if shorter: a silent connection never outlasts an idle one).
+//! the port's idle timeout, if shorter: a silent connection never outlasts an idle one), and the
+//! metrics port a whole request head within it. Neither has a write stall (neither had one
+//! before the listener was shared with the activator).
 //!
 //! A live gRPC client is never idle for `connection_idle`: the server sends HTTP/2 pings more
 //! often than that ([`keepalive`]), and the ping's acknowledgement is a byte read.
@@ -19,9 +21,12 @@ pub fn keepalive(idle: Duration) -> Duration {
 pub fn grpc(limits: &Limits) -> Bounds {
     Bounds {
         max_connections: limits.max_connections,
+        max_per_client: None,
         first_byte: limits.header_timeout.min(limits.connection_idle),
-        idle: limits.connection_idle,
+        head_timeout: limits.header_timeout,
+        idle: Some(limits.connection_idle),
         idle_on_writes: false,
+        write_stall: None,
         accept_backoff: limits.accept_backoff,
     }
 }
@@ -30,9 +35,12 @@ pub fn grpc(limits: &Limits) -> Bounds {
 pub fn metrics(limits: &Limits) -> Bounds {
     Bounds {
         max_connections: limits.metrics_max_connections,
+        max_per_client: None,
         first_byte: limits.header_timeout.min(limits.metrics_idle),
-        idle: limits.metrics_idle,
+        head_timeout: limits.header_timeout,
+        idle: Some(limits.metrics_idle),
         idle_on_writes: false,
+        write_stall: None,
         accept_backoff: limits.accept_backoff,
     }
 }

@@ -221,7 +221,6 @@ impl Listening {
             tokio::spawn(crate::edge::listener::serve_http(
                 listener,
                 connections::metrics(&limits),
-                limits.header_timeout,
                 app,
                 "metrics",
             ))
