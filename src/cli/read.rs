@@ -81,7 +81,9 @@ pub async fn read_all(
         counters,
     };
     if !args.previous.is_empty() {
-        let interval = args.interval.unwrap_or(15.0);
+        let interval = args
+            .interval
+            .unwrap_or(crate::scaling::cycle::HPA_SYNC_PERIOD_S);
         for (slot, previous) in earlier.iter_mut().zip(&args.previous) {
             let page = reader.read(previous).await?;
             let read = read_page(&page, args.server);

@@ -396,7 +396,7 @@ fn report(
     };
     let settings = Settings {
         slo_ttft_s: cfg.slo_ttft_s,
-        series_every_s: 15.0,
+        series_every_s: HPA_SYNC_PERIOD_S,
         // The demo's pods drain what they hold before they stop.
         drain_s: f64::INFINITY,
         ..Settings::default()

@@ -3,62 +3,19 @@
 //! prints and the simulator applies). One path for every job, so the replica count that the HPA
 //! derives from `serve`'s value is the count `decide` prints.
 
-use crate::control::activity::{self, Activity, Facts, HeldMemory};
-use crate::control::hold::Hold;
+use crate::control::activity::{self, Activity, Facts};
 use crate::control::hpa::{self, replicas, Limited, Outcome, Reconciled};
 use crate::control::keda;
+pub use crate::control::memory::ScalerState;
 use crate::control::reasons::{ActivityCause, NoValue, Step, Steps, Window};
-use crate::observe::metrics::rates::Snapshot;
+use crate::control::several;
 use crate::policy::{Forecast, Metric, Policy};
-use crate::project::capacity::Capacity;
 use crate::project::demand::{fmt, measure, Demand, Observation};
 use crate::project::floors;
-use crate::project::forecast::{self, Daily};
-use crate::project::lookahead::{self, Point};
-use crate::project::work::{self, WorkMemory};
+use crate::project::forecast;
+use crate::project::lookahead;
+use crate::project::work;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-
-/// Everything a decision remembers between runs; serialises to JSON (`--state FILE`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ScalerState {
-    /// The HPA controller's memory: recommendations and scale events.
-    #[serde(default)]
-    pub hpa: hpa::State,
-    /// When requests were last in flight (KEDA's last active poll).
-    #[serde(default)]
-    pub last_active: Option<f64>,
-    /// Recent metric values, for the lookahead's trend.
-    #[serde(default)]
-    pub trend: Vec<Point>,
-    /// Each source's counters at its last scrape, for rates on the next.
-    #[serde(default)]
-    pub counters: BTreeMap<String, Snapshot>,
-    /// The held count last read, and when requests were last held (the release rule).
-    #[serde(default)]
-    pub held: HeldMemory,
-    /// Rates per replica the replicas sustained, for the guard, the credit and the forecast.
-    #[serde(default)]
-    pub capacity: Capacity,
-    /// Recent admission rates, for `forecast=history`'s floor.
-    #[serde(default)]
-    pub rate_trend: Vec<Point>,
-    /// The value over the daily cycle, for `forecast=history`.
-    #[serde(default)]
-    pub daily: Daily,
-    /// The `work` metric's readings over its window.
-    #[serde(default)]
-    pub work: WorkMemory,
-    /// The gaps each replica count the admitted rate needed came back from, for `hold=auto`.
-    #[serde(default)]
-    pub hold: Hold,
-    /// The idle gaps the traffic came back from (count 1: anything in flight), for `hold=auto`.
-    #[serde(default)]
-    pub idle: Hold,
-    /// The memory and last value of each further metric (`policy.also`), in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub others: Vec<crate::control::several::OtherMetric>,
-}
 
 /// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,7 +101,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     let (activity, activity_cause) =
         held_active(policy, state, obs, demand.in_flight, activity, cause);
     lines.push(Step::Activity(activity_cause));
-    crate::control::several::evaluate_others(policy, obs, state, &mut lines);
+    evaluate_others(policy, obs, state, &mut lines);
     Evaluation {
         no_value: demand.no_value,
         demand,
@@ -152,6 +109,21 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
         activity,
         activity_cause,
         lines,
+    }
+}
+
+/// Evaluates the policy's further metrics on the same observation, each on its own memory,
+/// keeping each one's value (in the order of `policy.also`) with a step each.
+fn evaluate_others(
+    policy: &Policy,
+    obs: &Observation<'_>,
+    state: &mut ScalerState,
+    lines: &mut Steps,
+) {
+    for (i, other) in several::others(policy, state).iter_mut().enumerate() {
+        let single = policy.single(i + 1);
+        let eval = evaluate(&single, obs, &mut other.state);
+        several::record(other, single.metric, eval.value, eval.no_value, lines);
     }
 }
 
@@ -466,9 +438,8 @@ pub fn hpa_sync(
     }
     if !policy.also.is_empty() {
         within = false;
-        raw = crate::control::several::proposal_over_metrics(
-            policy, state, value, status, current, lines,
-        );
+        let propose = |p: &Policy, v: f64| proposal(p, v, status);
+        raw = several::proposal_over_metrics(policy, state, value, propose, current, lines);
     }
     let spec = hpa::Spec {
         min: policy.hpa_min(),
@@ -517,9 +488,8 @@ pub fn decide(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -
             let wanted = if policy.also.is_empty() {
                 eval.value.map(|v| proposal(policy, v, 0))
             } else {
-                crate::control::several::proposal_over_metrics(
-                    policy, state, eval.value, 0, 0, &mut lines,
-                )
+                let propose = |p: &Policy, v: f64| proposal(p, v, 0);
+                several::proposal_over_metrics(policy, state, eval.value, propose, 0, &mut lines)
             };
             let desired = wanted.unwrap_or(to).max(to).min(policy.max);
             lines.push(Step::Activates {

@@ -1,0 +1,71 @@
+//! What a decision remembers between calls: the HPA's recommendations and scale events, the
+//! last active time, the trends, the learned rates and the further metrics' own memories. Every
+//! evaluation reads and writes it, `decide` keeps it in its state file, and a further metric
+//! (`several`) keeps one of its own inside it, so the two types live here together.
+
+use crate::control::activity::HeldMemory;
+use crate::control::hold::Hold;
+use crate::control::hpa;
+use crate::control::reasons::NoValue;
+use crate::observe::metrics::rates::Snapshot;
+use crate::project::capacity::Capacity;
+use crate::project::forecast::Daily;
+use crate::project::lookahead::Point;
+use crate::project::work::WorkMemory;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Everything a decision remembers between runs; serialises to JSON (`--state FILE`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScalerState {
+    /// The HPA controller's memory: recommendations and scale events.
+    #[serde(default)]
+    pub hpa: hpa::State,
+    /// When requests were last in flight (KEDA's last active poll).
+    #[serde(default)]
+    pub last_active: Option<f64>,
+    /// Recent metric values, for the lookahead's trend.
+    #[serde(default)]
+    pub trend: Vec<Point>,
+    /// Each source's counters at its last scrape, for rates on the next.
+    #[serde(default)]
+    pub counters: BTreeMap<String, Snapshot>,
+    /// The held count last read, and when requests were last held (the release rule).
+    #[serde(default)]
+    pub held: HeldMemory,
+    /// Rates per replica the replicas sustained, for the guard, the credit and the forecast.
+    #[serde(default)]
+    pub capacity: Capacity,
+    /// Recent admission rates, for `forecast=history`'s floor.
+    #[serde(default)]
+    pub rate_trend: Vec<Point>,
+    /// The value over the daily cycle, for `forecast=history`.
+    #[serde(default)]
+    pub daily: Daily,
+    /// The `work` metric's readings over its window.
+    #[serde(default)]
+    pub work: WorkMemory,
+    /// The gaps each replica count the admitted rate needed came back from, for `hold=auto`.
+    #[serde(default)]
+    pub hold: Hold,
+    /// The idle gaps the traffic came back from (count 1: anything in flight), for `hold=auto`.
+    #[serde(default)]
+    pub idle: Hold,
+    /// The memory and last value of each further metric (`policy.also`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<OtherMetric>,
+}
+
+/// What one further metric remembers: its own decision memory, and its last value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OtherMetric {
+    #[serde(default)]
+    pub state: ScalerState,
+    /// The value of the last evaluation; `None` when it had none.
+    #[serde(default)]
+    pub value: Option<f64>,
+    /// Why there was no value, when there was none (the error KEDA is given for this metric;
+    /// not kept between runs: the next evaluation says it again).
+    #[serde(skip)]
+    pub no_value: Option<NoValue>,
+}
