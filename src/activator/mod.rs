@@ -8,17 +8,17 @@
 //! down from the server; [`budget`] enforces the ones on client bodies, and the listener every
 //! port accepts through ([`crate::edge::listener`]) the ones on client connections.
 
-pub mod admin;
-pub mod budget;
-pub mod conn_watch;
-pub mod hold;
+pub(crate) mod admin;
+pub(crate) mod budget;
+pub(crate) mod conn_watch;
+pub(crate) mod hold;
 pub mod limits;
-pub mod preface;
+pub(crate) mod preface;
 pub mod proxy;
-pub mod pump;
-pub mod readiness;
+pub(crate) mod pump;
+pub(crate) mod readiness;
 pub mod routes;
 pub mod server;
-pub mod telemetry;
-pub mod unsent;
-pub mod written;
+pub(crate) mod telemetry;
+pub(crate) mod unsent;
+pub(crate) mod written;

@@ -16,7 +16,7 @@ mod policy_args;
 mod read;
 pub mod reference;
 mod seeds;
-pub mod serve;
+pub(crate) mod serve;
 pub mod simulate;
 mod state_file;
 mod suite;

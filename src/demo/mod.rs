@@ -9,12 +9,12 @@
 //! compressed clock lagged the wall clock ([`lag`]): a run that could not keep time says so
 //! rather than report misses the policy did not cause.
 
-pub mod clients;
-pub mod clock;
-pub mod deployment;
-pub mod driver;
-pub mod lag;
-pub mod service;
+pub(crate) mod clients;
+pub(crate) mod clock;
+pub(crate) mod deployment;
+pub(crate) mod driver;
+pub(crate) mod lag;
+pub(crate) mod service;
 
 use crate::activator::routes::{GivenEndpoints, Readiness, RouteSpec};
 use crate::emulate::{Dialect, EmulateConfig};

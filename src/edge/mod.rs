@@ -4,9 +4,9 @@
 //! `serve`, the activator and the CLI reach the outside world through these.
 
 pub mod descriptors;
-pub mod exposition_http;
-pub mod files;
-pub mod kubeapi;
+pub(crate) mod exposition_http;
+pub(crate) mod files;
+pub(crate) mod kubeapi;
 pub mod listener;
-pub mod slices;
-pub mod source;
+pub(crate) mod slices;
+pub(crate) mod source;

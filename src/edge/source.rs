@@ -10,8 +10,6 @@ use tokio::io::AsyncReadExt;
 
 /// The largest page read by default: real pages are 10 KB to a few MB.
 pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
-/// The default time allowed for one fetch.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a page could not be read; every variant names the source.
 #[derive(Debug, thiserror::Error)]

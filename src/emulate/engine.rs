@@ -51,10 +51,6 @@ impl Clock {
     pub fn now(&self) -> f64 {
         self.start.elapsed().as_secs_f64() * self.speed
     }
-
-    pub fn speed(&self) -> f64 {
-        self.speed
-    }
 }
 
 /// What a `/metrics` page shows, published after every step. Durations are wall seconds (what a

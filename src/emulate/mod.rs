@@ -13,10 +13,10 @@
 //! - [`page`]: the `/metrics` page in each dialect.
 //! - [`server`]: the HTTP server, its bounds, cold start and shutdown.
 
-pub mod engine;
-pub mod openai;
-pub mod page;
-pub mod server;
+pub(crate) mod engine;
+pub(crate) mod openai;
+pub(crate) mod page;
+pub(crate) mod server;
 
 pub use server::{spawn, Emulator};
 

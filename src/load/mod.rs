@@ -26,17 +26,17 @@
 //! # Ok(()) }
 //! ```
 
-pub mod closed_loop;
-pub mod config;
-pub mod histogram;
-pub mod knee;
+pub(crate) mod closed_loop;
+pub(crate) mod config;
+pub(crate) mod histogram;
+pub(crate) mod knee;
 pub mod open_loop;
-pub mod outcome;
-pub mod recorder;
-pub mod report;
-pub mod request;
-pub mod response;
-pub mod sweep;
+pub(crate) mod outcome;
+pub(crate) mod recorder;
+pub(crate) mod report;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod sweep;
 
 pub use config::{Config, Limits, Mode};
 pub use knee::Knee;

@@ -165,7 +165,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             CostWriter::start(&shared.discovery, &spec.namespace, &spec.policy, move |w| {
                 match w {
                     Written::Ok => ok.inc(),
-                    Written::Failed(_) => failed.inc(),
+                    Written::Failed => failed.inc(),
                 };
             })
         })

@@ -38,7 +38,8 @@ pub struct CostWriter {
 /// What a write ended as, for the log and `/metrics`.
 pub enum Written {
     Ok,
-    Failed(String),
+    /// Refused or not answered (the warning logged says why).
+    Failed,
 }
 
 impl CostWriter {
@@ -146,7 +147,7 @@ async fn write_all(
                             c.remove(&pod);
                         }
                     }
-                    report(Written::Failed(e));
+                    report(Written::Failed);
                 }
             }
         }

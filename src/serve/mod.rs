@@ -11,24 +11,24 @@
 //! the replicas carry the traffic. [`limits`] holds every operational bound, passed
 //! down from the server to each part.
 
-pub mod activator;
-pub mod activators;
-pub mod collector;
-pub mod connections;
-pub mod deletion_cost;
+pub(crate) mod activator;
+pub(crate) mod activators;
+pub(crate) mod collector;
+pub(crate) mod connections;
+pub(crate) mod deletion_cost;
 pub mod discovery;
 pub mod limits;
 pub mod metadata;
-pub mod path;
-pub mod path_kube;
+pub(crate) mod path;
+pub(crate) mod path_kube;
 pub mod proto;
-pub mod registry;
-pub mod scrape;
-pub mod selector;
+pub(crate) mod registry;
+pub(crate) mod scrape;
+pub(crate) mod selector;
 pub mod server;
-pub mod service;
-pub mod standalone;
-pub mod telemetry;
+pub(crate) mod service;
+pub(crate) mod standalone;
+pub(crate) mod telemetry;
 
 /// A background task that ends when its owner drops this.
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);

@@ -212,12 +212,4 @@ impl Registry {
         });
         before - targets.len()
     }
-
-    pub fn len(&self) -> usize {
-        self.targets.lock().map(|t| t.len()).unwrap_or(0)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
