@@ -117,14 +117,9 @@ impl Driver {
     fn apply(&mut self, d: &mut Deployment, action: Action, now: f64) {
         let from = d.current();
         if action.to != from {
-            self.record.timeline.push(TimelineEntry {
-                t: now,
-                by: action.by.name(),
-                from,
-                to: action.to,
-                why: action.cause.name().to_owned(),
-                lines: action.lines.render(),
-            });
+            self.record
+                .timeline
+                .push(TimelineEntry::of(&action, from, now));
         }
         d.scale(action.to, now);
     }

@@ -67,6 +67,20 @@ pub struct TimelineEntry {
     pub lines: Vec<String>,
 }
 
+impl TimelineEntry {
+    /// The control loop's action at `t`, taken from `from` replicas, with its reasons in words.
+    pub fn of(action: &Action, from: u32, t: f64) -> TimelineEntry {
+        TimelineEntry {
+            t,
+            by: action.by.name(),
+            from,
+            to: action.to,
+            why: action.cause.name().to_owned(),
+            lines: action.lines.render(),
+        }
+    }
+}
+
 /// Replicas and demand at one moment, for plots.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SeriesPoint {
@@ -199,14 +213,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         let from = cluster.current();
         cluster.resize(action.to, now, cold_start);
         if settings.record_timeline {
-            timeline.push(TimelineEntry {
-                t: now,
-                by: action.by.name(),
-                from,
-                to: action.to,
-                why: action.cause.name().to_owned(),
-                lines: action.lines.render(),
-            });
+            timeline.push(TimelineEntry::of(&action, from, now));
         }
     };
     for k in 0..steps {
