@@ -158,8 +158,9 @@ pub async fn run(
     // The Service and the Deployment.
     let endpoints = Arc::new(service::Endpoints::default());
     endpoints.fail_every(cfg.fail_every);
-    let svc_addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let svc_task = tokio::spawn(service::serve(svc_addr, endpoints.clone()));
+    let svc_address = service::Address::hold()?;
+    let svc_addr = svc_address.addr();
+    let svc_task = tokio::spawn(service::serve(svc_address, endpoints.clone()));
     let port = slot_port()?;
     let slots = deployment::slots(cfg.policy.max, port);
     let emulate = EmulateConfig {

@@ -14,7 +14,9 @@
 //! backend at all the Service refuses connections, as kube-proxy does for a Service without
 //! endpoints: it stops listening and closes its idle keep-alive connections, so the activator
 //! sees a refused connection and holds, and it listens again on the same address once a backend
-//! is ready.
+//! is ready. The address stays the Service's while it is not listening: a socket bound to it with
+//! `SO_REUSEPORT` and never listening ([`Address`]) keeps anything else on the machine (another
+//! demo's `:0` bind) from being given the port in between.
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -300,9 +302,44 @@ async fn until<T>(rx: &mut tokio::sync::watch::Receiver<T>, f: impl FnMut(&T) ->
     rx.wait_for(f).await.is_ok()
 }
 
-/// Serves the Service at `addr` until the task is aborted: listening while any backend is
+/// The Service's address, held for as long as this lives (bound, never listening).
+pub struct Address {
+    held: tokio::net::TcpSocket,
+    addr: SocketAddr,
+}
+
+impl Address {
+    /// A free port on 127.0.0.1, held.
+    pub fn hold() -> std::io::Result<Address> {
+        let held = shared_socket()?;
+        held.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let addr = held.local_addr()?;
+        Ok(Address { held, addr })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A listener on the held address.
+    fn listen(&self) -> std::io::Result<tokio::net::TcpListener> {
+        let socket = shared_socket()?;
+        socket.bind(self.held.local_addr()?)?;
+        socket.listen(1024)
+    }
+}
+
+/// A socket that may share its port with the others of this Service (`SO_REUSEPORT`), and with
+/// nothing else.
+fn shared_socket() -> std::io::Result<tokio::net::TcpSocket> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseport(true)?;
+    Ok(socket)
+}
+
+/// Serves the Service at `address` until the task is aborted: listening while any backend is
 /// ready, refusing (not listening, idle connections closed) while none is.
-pub async fn serve(addr: SocketAddr, endpoints: Arc<Endpoints>) {
+pub async fn serve(address: Address, endpoints: Arc<Endpoints>) {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     let client: Client<HttpConnector, Full<Bytes>> =
@@ -313,7 +350,7 @@ pub async fn serve(addr: SocketAddr, endpoints: Arc<Endpoints>) {
         if !until(&mut count, |n| *n > 0).await {
             return;
         }
-        let Ok(listener) = tokio::net::TcpListener::bind(addr).await else {
+        let Ok(listener) = address.listen() else {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             continue;
         };
