@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 fn limits() -> Limits {
     Limits {
-        header_timeout: Duration::from_secs(1),
+        // Long enough that a thousand connects and an ordinary request fit inside it on a busy
+        // machine: the test asks whether that request is answered while the slow heads are open.
+        header_timeout: Duration::from_secs(3),
         body_timeout: Duration::from_secs(1),
         ..common::model::limits()
     }
@@ -72,15 +74,15 @@ async fn slow_heads_and_bodies_time_out_and_ordinary_requests_go_on() {
     let started = Instant::now();
     let slow = tokio::task::spawn_blocking(move || {
         slow.iter_mut()
-            .map(|s| read_until_closed(s, Duration::from_secs(5)).1)
+            .map(|s| read_until_closed(s, Duration::from_secs(8)).1)
             .filter(|closed| *closed)
             .count()
     })
     .await
     .unwrap();
     assert_eq!(slow, 1000, "slow heads still open");
-    // The header timeout is what is tested: every slow head ends within 5 s.
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // The header timeout is what is tested: every slow head ends within 8 s (3 s, with room).
+    assert!(started.elapsed() < Duration::from_secs(8));
 
     // A body that stops halfway is answered 408.
     let mut s = TcpStream::connect(a.proxy).unwrap();

@@ -18,7 +18,14 @@ pub struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        stop_accepting(&self.stop, self.addr);
+    }
+}
+
+/// Sets the stop flag and wakes an accept loop blocked in `accept` with a connection of its own.
+fn stop_accepting(stop: &AtomicBool, addr: SocketAddr) {
+    if !stop.swap(true, Ordering::SeqCst) {
+        let _ = TcpStream::connect_timeout(&addr, Duration::from_millis(200));
     }
 }
 
@@ -49,25 +56,39 @@ pub fn accept_on<F>(listener: TcpListener, lifetime: Duration, handler: F) -> Se
 where
     F: Fn(TcpStream, usize, Arc<AtomicBool>) + Send + Sync + 'static,
 {
-    listener.set_nonblocking(true).expect("nonblocking");
+    // Blocking accepts: each connection is handed on the moment it arrives, never two together
+    // after a poll's sleep (whose threads would then race to read first). A watchdog ends the
+    // loop at `lifetime`; dropping the server ends it sooner.
+    listener.set_nonblocking(false).expect("blocking");
     let addr = listener.local_addr().expect("addr");
     let stop = Arc::new(AtomicBool::new(false));
     let handler = Arc::new(handler);
     let flag = stop.clone();
+    let watchdog = stop.clone();
     std::thread::spawn(move || {
         let deadline = Instant::now() + lifetime;
-        let mut n = 0;
-        while !flag.load(Ordering::SeqCst) && Instant::now() < deadline {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_nodelay(true);
-                    let (handler, flag) = (handler.clone(), flag.clone());
-                    std::thread::spawn(move || handler(stream, n, flag));
-                    n += 1;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        while !watchdog.load(Ordering::SeqCst) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                stop_accepting(&watchdog, addr);
+                return;
             }
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
+    });
+    std::thread::spawn(move || {
+        let mut n = 0;
+        while !flag.load(Ordering::SeqCst) {
+            let Ok((stream, _)) = listener.accept() else {
+                continue;
+            };
+            if flag.load(Ordering::SeqCst) {
+                return;
+            }
+            let _ = stream.set_nodelay(true);
+            let (handler, flag) = (handler.clone(), flag.clone());
+            std::thread::spawn(move || handler(stream, n, flag));
+            n += 1;
         }
     });
     Server { addr, stop }
