@@ -5,9 +5,13 @@
 //! "RequestCount": n, "Held": n } }`); `GET /queue/watch` is a server-sent event stream that
 //! sends the same document on connect and again the moment any count changes (plus a keep-alive
 //! comment when nothing was sent for a while), so the scaler can push `StreamIsActive` within
-//! milliseconds. The event bytes are [`crate::counts::wire`]'s, which the scaler decodes.
+//! milliseconds. The event bytes are [`crate::counts::wire`]'s, which the scaler decodes. Every
+//! route's host is in the document, at zero too: a host the document lacks is one the
+//! activator has no route for. `GET /routes` says what places requests: each route with its
+//! names, model and port, the models refused and why, and the ports that could not be bound.
 
-use super::hold::RouteState;
+use super::learn::Status;
+use super::table::Routing;
 use super::telemetry::Telemetry;
 use crate::counts::{wire, QueueCounts};
 use axum::body::Body;
@@ -24,7 +28,9 @@ use tokio::time::Instant;
 /// Everything the admin endpoint reads.
 #[derive(Clone)]
 pub struct Admin {
-    pub routes: Arc<Vec<Arc<RouteState>>>,
+    pub routing: Arc<Routing>,
+    /// What learning refused, when the activator learns models.
+    pub learned: Option<Arc<Status>>,
     pub changes: watch::Receiver<u64>,
     pub telemetry: Arc<Telemetry>,
     /// The longest `/queue/watch` stays silent before a keep-alive comment.
@@ -35,7 +41,7 @@ impl Admin {
     /// Counts per host (routes sharing a host are summed).
     pub fn counts(&self) -> QueueCounts {
         let mut counts = QueueCounts::new();
-        for r in self.routes.iter() {
+        for r in self.routing.states() {
             let c = r.counts();
             let e = counts.entry(r.route.counts_host.clone()).or_default();
             e.concurrency += c.concurrency;
@@ -83,7 +89,8 @@ impl Admin {
         let queue = self.clone();
         let watch = self.clone();
         let metrics = self.clone();
-        let render = move || metrics.telemetry.render(&metrics.routes);
+        let render = move || metrics.telemetry.render(&metrics.routing.states());
+        let table = self.clone();
         crate::edge::exposition_http::metrics_router(render)
             .route(
                 "/queue",
@@ -108,6 +115,66 @@ impl Admin {
                     }
                 }),
             )
+            .route(
+                "/routes",
+                get(move || {
+                    let a = table.clone();
+                    async move { ([("content-type", "application/json")], a.routes()) }
+                }),
+            )
             .route("/readyz", get(|| async { "ok\n" }))
+    }
+
+    /// `/routes`: what places requests now.
+    fn routes(&self) -> String {
+        let table = self.routing.table();
+        let port_of = |s: &Arc<super::hold::RouteState>| {
+            table
+                .ports
+                .iter()
+                .find(|(_, t)| Arc::ptr_eq(t, s))
+                .map(|(p, _)| *p)
+        };
+        let routes: Vec<serde_json::Value> = table
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let r = &s.route;
+                serde_json::json!({
+                    "counts": r.counts_host,
+                    "source": if i < table.from_file { "file" } else { "learned" },
+                    "model": r.model.as_ref().map(|m| m.to_string()),
+                    "port": port_of(s),
+                    "names": r.names,
+                    "anyHost": r.any_host,
+                    "pathPrefix": r.path_prefix,
+                    "ready": s.is_ready(),
+                    "held": s.held(),
+                    "maxHeld": r.max_held,
+                    "holdTimeoutSeconds": r.hold_timeout.as_secs_f64(),
+                })
+            })
+            .collect();
+        let refused: Vec<serde_json::Value> = self
+            .learned
+            .iter()
+            .flat_map(|st| {
+                st.refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .map(|(m, r)| serde_json::json!({"model": m.to_string(), "reason": r.reason()}))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let unbound: Vec<serde_json::Value> = self
+            .routing
+            .ports()
+            .failed()
+            .into_iter()
+            .map(|(p, why)| serde_json::json!({"port": p, "error": why}))
+            .collect();
+        serde_json::json!({"routes": routes, "refused": refused, "unbound": unbound}).to_string()
     }
 }

@@ -22,8 +22,8 @@
 //! deadline. Released requests not yet sent still count as held.
 
 use super::routes::Route;
+use super::telemetry::RouteTelemetry;
 use crate::counts::HostCounts;
-use prometheus_client::metrics::counter::Counter;
 use std::collections::BTreeSet;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,8 +91,11 @@ pub struct RouteState {
     pub wake: Notify,
     /// Bumped on every change of any route's counts.
     changes: Arc<watch::Sender<u64>>,
-    /// Held requests whose clients went away before the release.
-    pub abandoned: Counter,
+    /// The route's series (its abandoned holds among them).
+    pub counters: RouteTelemetry,
+    /// Requests held at once over every route of this route's namespace: a hold takes a
+    /// permit, and gives it back when it leaves the queue.
+    namespace_hold: Option<Arc<Semaphore>>,
     /// Wakes the requests waiting for their turn to send.
     turn: Notify,
     /// Released requests in flight at once.
@@ -110,6 +113,8 @@ pub enum Admission {
     Held(Held),
     /// The route holds its maximum already.
     Full,
+    /// The route's namespace holds its maximum already.
+    NamespaceFull,
     /// The activator is shutting down.
     Closed,
 }
@@ -121,6 +126,8 @@ pub struct Held {
     pub release: oneshot::Receiver<Release>,
     state: Arc<RouteState>,
     abandoned: bool,
+    /// The namespace's share this hold takes, while it waits.
+    _namespace: Option<OwnedSemaphorePermit>,
 }
 
 impl Held {
@@ -151,7 +158,7 @@ impl Drop for Held {
         }
         drop(q);
         if self.abandoned {
-            self.state.abandoned.inc();
+            self.state.counters.abandoned.inc();
         }
         if leased {
             // The count drops when the lease ends: say so then.
@@ -169,7 +176,18 @@ impl Drop for Held {
 }
 
 impl RouteState {
+    /// A route's state with series of its own, in no namespace's bound.
     pub fn new(route: Route, changes: Arc<watch::Sender<u64>>) -> Arc<RouteState> {
+        RouteState::with(route, changes, RouteTelemetry::default(), None)
+    }
+
+    /// A route's state counting into `counters`, its holds within `namespace_hold` too.
+    pub fn with(
+        route: Route,
+        changes: Arc<watch::Sender<u64>>,
+        counters: RouteTelemetry,
+        namespace_hold: Option<Arc<Semaphore>>,
+    ) -> Arc<RouteState> {
         let route_slots = route.release_concurrency.max(1);
         Arc::new(RouteState {
             route,
@@ -178,7 +196,8 @@ impl RouteState {
             requests: AtomicU64::new(0),
             wake: Notify::new(),
             changes,
-            abandoned: Counter::default(),
+            counters,
+            namespace_hold,
             turn: Notify::new(),
             slots: Arc::new(Semaphore::new(route_slots)),
             endpoints: Mutex::new(Vec::new()),
@@ -240,6 +259,13 @@ impl RouteState {
         if q.holding() >= self.route.max_held {
             return Admission::Full;
         }
+        let namespace = match &self.namespace_hold {
+            None => None,
+            Some(pool) => match pool.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => return Admission::NamespaceFull,
+            },
+        };
         let (tx, rx) = oneshot::channel();
         // Almost always the newest; a request held again goes back to its place.
         let at = q.waiters.partition_point(|(t, _)| *t < ticket);
@@ -252,6 +278,7 @@ impl RouteState {
             release: rx,
             state: self.clone(),
             abandoned: true,
+            _namespace: namespace,
         })
     }
 
@@ -260,7 +287,16 @@ impl RouteState {
     /// answer switches it to a stream.
     pub fn would_refuse(&self) -> bool {
         let q = self.lock();
-        q.closed || (!q.ready && q.holding() >= self.route.max_held)
+        let namespace_full = self
+            .namespace_hold
+            .as_ref()
+            .is_some_and(|p| p.available_permits() == 0);
+        q.closed || (!q.ready && (q.holding() >= self.route.max_held || namespace_full))
+    }
+
+    /// Whether nothing is held, released and unsent, or forwarded here: a retired route may go.
+    pub fn is_drained(&self) -> bool {
+        self.held() == 0 && self.forwarding.load(Ordering::Relaxed) == 0
     }
 
     /// The upstream refused a connection although the route was ready (its last replica went
@@ -418,6 +454,9 @@ mod tests {
     fn state(max_held: usize) -> Arc<RouteState> {
         let route = Route {
             host: None,
+            names: Vec::new(),
+            any_host: true,
+            model: None,
             path_prefix: None,
             upstream: "http://u:1".into(),
             upstream_authority: http::uri::Authority::from_static("u:1"),
@@ -511,10 +550,10 @@ mod tests {
         let gone = held(s.admit(0));
         drop(gone);
         assert_eq!((s.held(), s.waiting()), (1, 0));
-        assert_eq!(s.abandoned.get(), 1);
+        assert_eq!(s.counters.abandoned.get(), 1);
         let timed_out = held(s.admit(1));
         timed_out.expire();
-        assert_eq!((s.held(), s.abandoned.get()), (1, 1));
+        assert_eq!((s.held(), s.counters.abandoned.get()), (1, 1));
         tokio::time::advance(Duration::from_millis(199)).await;
         assert_eq!(s.held(), 1, "the lease still counts");
         tokio::time::advance(Duration::from_millis(1)).await;
@@ -549,6 +588,27 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), vec![1, 2, 3]);
         assert_eq!(s.held(), 0);
         assert!(matches!(s.admit(4), Admission::Forward { ordinal: None }));
+    }
+
+    #[test]
+    fn a_namespace_bound_is_shared_by_its_routes_and_freed_as_holds_leave() {
+        let pool = Arc::new(Semaphore::new(2));
+        let make = || {
+            let route = state(10).route.clone();
+            RouteState::with(
+                route,
+                Arc::new(watch::channel(0).0),
+                RouteTelemetry::default(),
+                Some(pool.clone()),
+            )
+        };
+        let (a, b) = (make(), make());
+        let one = held(a.admit(0));
+        let _two = held(b.admit(0));
+        assert!(matches!(a.admit(1), Admission::NamespaceFull));
+        assert!(b.would_refuse());
+        drop(one);
+        assert!(matches!(b.admit(1), Admission::Held(_)));
     }
 
     #[test]

@@ -15,7 +15,8 @@ use super::conn_watch::ConnShared;
 use super::hold::{Admission, Release, RouteState, Turn};
 use super::limits::Limits;
 use super::pump::{BoxError, ProxyBody};
-use super::routes::Route;
+use super::routes::{Model, Route};
+use super::table::{Routing, Table};
 use super::telemetry::Telemetry;
 use super::written::SignallingConnector;
 use bytes::Bytes;
@@ -34,9 +35,10 @@ use std::time::{Duration, Instant};
 pub type UpstreamClient = Client<SignallingConnector<HttpConnector>, UpstreamBody>;
 
 pub struct Proxy {
-    pub routes: Vec<Arc<RouteState>>,
-    /// Each route's counters, in the order of `routes`.
-    pub route_telemetry: Vec<super::telemetry::RouteTelemetry>,
+    /// The routes, as they change.
+    pub routing: Arc<Routing>,
+    /// The shared port (every other port a connection comes in on is a model's).
+    pub shared_port: u16,
     pub client: UpstreamClient,
     /// A client that never pools: a request the upstream never read goes again on a new
     /// connection ([`super::unsent`]).
@@ -44,6 +46,8 @@ pub struct Proxy {
     pub telemetry: Arc<Telemetry>,
     pub limits: Limits,
     pub budget: Arc<Budget>,
+    /// Log lines about unplaced requests, at a bounded rate.
+    pub unrouted_log: Throttle,
 }
 
 /// The most of an upstream's error body read to tell a held stream why it failed.
@@ -242,38 +246,30 @@ impl BodyRefusal {
 }
 
 impl Proxy {
-    /// The index of the first route that matches the request's host and path.
-    fn route(&self, req: &Request<Incoming>) -> Option<usize> {
-        super::routes::pick(
-            self.routes.iter().map(|s| &s.route),
-            req.headers(),
-            req.uri(),
-        )
-    }
-
-    /// Handles one client request.
+    /// Handles one client request that came in on local port `port`: a model's port places it
+    /// whatever its host, the shared port by host and path.
     pub async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
         peer: SocketAddr,
         conn: &ConnShared,
+        port: Option<u16>,
     ) -> Response<ProxyBody> {
         if let Some((status, why)) = head_refusal(&req) {
             self.telemetry.reject("none", "bad_head");
             return answer(status, why, None);
         }
+        let table = self.routing.table();
+        let model_port = port.filter(|p| *p != self.shared_port);
+        let by_port = model_port.and_then(|p| table.at_port(p));
         if req.headers().contains_key(PROBE_HEADER) {
-            return probe_answer();
+            return probe_answer(&req, &table, model_port, by_port.as_ref());
         }
-        let Some(index) = self.route(&req) else {
-            self.telemetry.reject("none", "no_route");
-            return answer(
-                StatusCode::NOT_FOUND,
-                "no route for this host and path",
-                None,
-            );
+        let state = match by_port.or_else(|| table.pick(req.headers(), req.uri())) {
+            Some(s) => s,
+            None => return self.unrouted(&req, &table, peer),
         };
-        let state = self.routes[index].clone();
+        drop(table);
         let host = state.route.counts_host.as_str();
         let too_large = req
             .headers()
@@ -299,24 +295,64 @@ impl Proxy {
         };
         if let Some(every) = state.route.keep_alive {
             if !state.is_ready() && !state.would_refuse() && wants_stream(&parts.method, &body) {
-                return self.keep_alive(index, parts, body, peer, reservation, every);
+                return self.keep_alive(state, parts, body, peer, reservation, every);
             }
         }
-        self.deliver(index, parts, body, peer, reservation).await
+        self.deliver(state, parts, body, peer, reservation).await
+    }
+
+    /// A request no route places: answered 404 with what the activator serves, counted by
+    /// reason, and logged at a bounded rate.
+    fn unrouted<B>(
+        &self,
+        req: &Request<B>,
+        table: &Table,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
+        let host = super::routes::request_host(req.headers(), req.uri());
+        let reason = match host {
+            None => "no_host",
+            Some(h) if table.routes.iter().any(|s| s.route.matches(Some(h), "/")) => "no_path",
+            Some(_) => "unknown_host",
+        };
+        self.telemetry.reject("none", "no_route");
+        self.telemetry.unrouted(reason);
+        let shown = host.map(|h| crate::limits::cut(h, 256));
+        let serves = table.hosts();
+        if let Some(suppressed) = self.unrouted_log.allow() {
+            tracing::warn!(
+                %peer, host = shown.as_deref().unwrap_or("(none)"), path = %crate::limits::cut(req.uri().path(), 256),
+                reason, ?serves, suppressed, "no route for a request"
+            );
+        }
+        let body = serde_json::json!({
+            "error": "no route for this host and path",
+            "status": 404,
+            "reason": reason,
+            "host": shown,
+            "serves": serves,
+        })
+        .to_string();
+        let mut r = Response::new(full(body));
+        *r.status_mut() = StatusCode::NOT_FOUND;
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        r
     }
 
     /// Holds (if need be) and forwards a request whose body has been read; every outcome is a
     /// response. `_reservation` keeps the body's share of the budget until then.
     async fn deliver(
         &self,
-        index: usize,
+        state: Arc<RouteState>,
         mut parts: http::request::Parts,
         body: Bytes,
         peer: SocketAddr,
         _reservation: Reservation,
     ) -> Response<ProxyBody> {
-        let state = self.routes[index].clone();
-        let counters = &self.route_telemetry[index];
+        let counters = &state.counters;
         let host = state.route.counts_host.as_str();
         // Built at the first forward, not before: a held request carries only what it came with.
         let mut upstream: Option<Upstream> = None;
@@ -331,6 +367,14 @@ impl Proxy {
                     return answer(
                         StatusCode::SERVICE_UNAVAILABLE,
                         "too many requests held for this route",
+                        Some(1),
+                    );
+                }
+                Admission::NamespaceFull => {
+                    self.telemetry.reject(host, "namespace_full");
+                    return answer(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too many requests held for this route's namespace",
                         Some(1),
                     );
                 }
@@ -441,7 +485,7 @@ impl Proxy {
     /// object, and the stream ends. A client that leaves stops it all, and the hold is abandoned.
     fn keep_alive(
         self: Arc<Self>,
-        index: usize,
+        state: Arc<RouteState>,
         parts: http::request::Parts,
         body: Bytes,
         peer: SocketAddr,
@@ -450,7 +494,7 @@ impl Proxy {
     ) -> Response<ProxyBody> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, BoxError>>(16);
         tokio::spawn(async move {
-            let deliver = self.deliver(index, parts, body, peer, reservation);
+            let deliver = self.deliver(state, parts, body, peer, reservation);
             let mut deliver = std::pin::pin!(deliver);
             let mut tick = tokio::time::interval(every);
             tick.tick().await;
@@ -643,12 +687,109 @@ pub const PROBE_HEADER: &str = "x-infscale-probe";
 /// The header on the activator's answer to a probe.
 pub const ACTIVATOR_HEADER: &str = "x-infscale-activator";
 
-fn probe_answer() -> Response<ProxyBody> {
-    let mut r = Response::new(full(Bytes::new()));
-    *r.status_mut() = StatusCode::NO_CONTENT;
-    r.headers_mut()
-        .insert(ACTIVATOR_HEADER, HeaderValue::from_static("1"));
+/// On a probe, the model `serve` expects the probed port to hold (`NAMESPACE/SERVICE`): before
+/// it sends a Service to an activator pod at a port, `serve` asks that pod, at that port,
+/// whether the port is that model's.
+pub const MODEL_HEADER: &str = "x-infscale-model";
+
+/// The activator's answer to a probe. Without [`MODEL_HEADER`]: 204 (`serve` probing through
+/// a Service sees the activator there). With it: 204 naming the model when this port places
+/// it (a model's port holding that model, or the shared port with a route for it); 409 naming
+/// the port's owner when the port is another model's (the asker moves to another port); 404
+/// saying what the activator serves when it has no route for the model at all.
+fn probe_answer<B>(
+    req: &Request<B>,
+    table: &Table,
+    model_port: Option<u16>,
+    by_port: Option<&Arc<RouteState>>,
+) -> Response<ProxyBody> {
+    let placed = by_port.and_then(|s| s.route.model.clone());
+    let asked = req
+        .headers()
+        .get(MODEL_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once('/'))
+        .map(|(namespace, service)| Model {
+            namespace: namespace.to_owned(),
+            service: service.to_owned(),
+        });
+    let (status, body) = match (&asked, &placed) {
+        (None, _) => (StatusCode::NO_CONTENT, None),
+        (Some(a), Some(p)) if a == p => (StatusCode::NO_CONTENT, None),
+        (Some(a), None) if model_port.is_none() && table.serves(a) => {
+            (StatusCode::NO_CONTENT, None)
+        }
+        (Some(a), Some(p)) => (
+            StatusCode::CONFLICT,
+            Some(serde_json::json!({
+                "error": format!("port {} places {p}, not {a}", model_port.unwrap_or(0)),
+                "status": 409,
+            })),
+        ),
+        (Some(a), None) => (
+            StatusCode::NOT_FOUND,
+            Some(serde_json::json!({
+                "error": match model_port {
+                    Some(port) => format!("port {port} places no model; {a} is {}", match table.port_of(a) {
+                        Some(p) => format!("at port {p}"),
+                        None if table.serves(a) => "placed by its names".to_owned(),
+                        None => "not routed here".to_owned(),
+                    }),
+                    None => format!("no route for {a}"),
+                },
+                "status": 404,
+                "serves": table.hosts(),
+            })),
+        ),
+    };
+    let mut r = Response::new(full(body.map(|b| b.to_string()).unwrap_or_default()));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(ACTIVATOR_HEADER, HeaderValue::from_static("1"));
+    let named = placed.or_else(|| asked.filter(|a| model_port.is_none() && table.serves(a)));
+    if let Some(v) = named.and_then(|m| HeaderValue::from_str(&m.to_string()).ok()) {
+        h.insert(MODEL_HEADER, v);
+    }
+    if status != StatusCode::NO_CONTENT {
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
     r
+}
+
+/// At most one log line per [`Throttle::EVERY`], with how many were left out since.
+#[derive(Default)]
+pub struct Throttle {
+    /// When the last line was let through, in milliseconds since the process started.
+    last_ms: std::sync::atomic::AtomicU64,
+    suppressed: std::sync::atomic::AtomicU64,
+    started: std::sync::OnceLock<Instant>,
+}
+
+impl Throttle {
+    const EVERY: Duration = Duration::from_secs(10);
+
+    /// `Some(left out since the last line)` when a line may be written now.
+    pub fn allow(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let started = *self.started.get_or_init(Instant::now);
+        // +1 so the very first call (at 0 ms) is let through.
+        let now = started.elapsed().as_millis() as u64 + 1;
+        let last = self.last_ms.load(Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= Self::EVERY.as_millis() as u64;
+        if due
+            && self
+                .last_ms
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            return Some(self.suppressed.swap(0, Relaxed));
+        }
+        self.suppressed.fetch_add(1, Relaxed);
+        None
+    }
 }
 
 /// An error with every cause it wraps, for a log line that says why (hyper's own text is only

@@ -1,10 +1,14 @@
 //! Which upstream a request goes to, and how each route holds requests.
 //!
-//! Routes come from a YAML file (`--routes FILE`) or from the one-route shorthand flags. A
-//! request takes the first route whose `host` (the Host header, port ignored) and `pathPrefix`
-//! both match, where either may be left out. Each route names its upstream URL, how readiness is
-//! known (the EndpointSlices of a Service, or an active probe of a health path), its bounds, and
-//! the host key under which `/queue` reports its counts.
+//! Routes come from a YAML file (`--routes FILE`), from the one-route shorthand flags, or are
+//! learned from the slices `serve` writes ([`super::learn`]). On the activator's shared port a
+//! request takes the first route whose names and `pathPrefix` both match, where either may be
+//! left out; on a model's own port ([`super::table`]) the port alone places it. A route backed
+//! by a Service answers to every name a client in the cluster may call that Service by
+//! ([`Names`]): the short name, `NAME.NS`, `NAME.NS.svc` and the FQDN in the cluster's domain,
+//! with or without a port, besides any `host` it gives. Each route names its upstream URL, how
+//! readiness is known (the EndpointSlices of a Service, or an active probe of a health path),
+//! its bounds, and the host key under which `/queue` reports its counts.
 
 use serde::Deserialize;
 use std::time::Duration;
@@ -13,7 +17,61 @@ use std::time::Duration;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RoutesFile {
+    #[serde(default)]
     pub routes: Vec<RouteSpec>,
+}
+
+/// The cluster DNS's default domain, the last labels of a Service's FQDN.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// Where routes are read: the namespace a route's Service is in when it names none (the
+/// activator's own), and the cluster's DNS domain its names end in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    pub namespace: String,
+    pub domain: String,
+}
+
+impl Context {
+    /// `namespace` in the default cluster domain.
+    pub fn new(namespace: &str) -> Context {
+        Context {
+            namespace: namespace.to_owned(),
+            domain: DEFAULT_CLUSTER_DOMAIN.to_owned(),
+        }
+    }
+}
+
+/// A model as the cluster names it: a Service in a namespace.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Model {
+    pub namespace: String,
+    pub service: String,
+}
+
+impl std::fmt::Display for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.service)
+    }
+}
+
+impl Model {
+    /// `NAME.NAMESPACE.svc`: the key a learned model's counts are reported under, and the host
+    /// requests are forwarded with.
+    pub fn svc_host(&self) -> String {
+        format!("{}.{}.svc", self.service, self.namespace)
+    }
+
+    /// Every name a client in the cluster reaches the Service by, as a `Host` header carries it
+    /// (port dropped, lower case): `NAME`, `NAME.NS`, `NAME.NS.svc`, `NAME.NS.svc.DOMAIN`.
+    pub fn names(&self, domain: &str) -> Vec<String> {
+        let (s, ns) = (&self.service, &self.namespace);
+        let mut out = vec![s.clone(), format!("{s}.{ns}"), self.svc_host()];
+        if !domain.is_empty() {
+            out.push(format!("{s}.{ns}.svc.{domain}"));
+        }
+        out
+    }
 }
 
 /// One route as written.
@@ -116,9 +174,16 @@ impl PartialEq for GivenEndpoints {
 impl Eq for GivenEndpoints {}
 
 /// A checked route.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Route {
     pub host: Option<String>,
+    /// Every host name that places a request here on the shared port (the `host`, and the
+    /// Service's names), lower case, no port.
+    pub names: Vec<String>,
+    /// Any host matches (a route of the file that gives no `host`).
+    pub any_host: bool,
+    /// The Service the route holds requests for, when it is backed by one.
+    pub model: Option<Model>,
     pub path_prefix: Option<String>,
     /// Scheme and authority, e.g. `http://chat.llm.svc:8000`, no trailing slash.
     pub upstream: String,
@@ -175,8 +240,15 @@ impl RouteSpec {
         }
     }
 
-    /// Checks the route; `default_namespace` is the activator's own.
+    /// Checks the route; `default_namespace` is the activator's own, in the default cluster
+    /// domain.
     pub fn check(&self, index: usize, default_namespace: &str) -> Result<Route, RouteError> {
+        self.check_in(index, &Context::new(default_namespace))
+    }
+
+    /// Checks the route in `ctx`.
+    pub fn check_in(&self, index: usize, ctx: &Context) -> Result<Route, RouteError> {
+        let default_namespace = ctx.namespace.as_str();
         let bad = |field, message: String| RouteError {
             index,
             field,
@@ -287,7 +359,22 @@ impl RouteSpec {
             .as_deref()
             .map(|h| route_host(h).map_err(|e| bad("host", e)))
             .transpose()?;
+        let model = match &readiness {
+            Readiness::EndpointSlices { service, namespace } => Some(Model {
+                namespace: namespace.clone(),
+                service: service.clone(),
+            }),
+            _ => None,
+        };
+        let mut names: Vec<String> = host.iter().cloned().collect();
+        if let Some(m) = &model {
+            names.extend(m.names(&ctx.domain));
+        }
+        names.dedup();
         Ok(Route {
+            any_host: host.is_none(),
+            names,
+            model,
             host,
             path_prefix: self.path_prefix.clone(),
             upstream: format!("http://{authority}"),
@@ -345,13 +432,67 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
+/// A request's host as routes compare it: the port dropped, a trailing dot (an absolute DNS
+/// name) dropped.
+fn bare_host(host: &str) -> &str {
+    let h = strip_port(host);
+    h.strip_suffix('.').filter(|h| !h.is_empty()).unwrap_or(h)
+}
+
+/// What a model learned from `serve`'s slice says of itself: its Service, the Service port's
+/// name requests go to, and the bounds the trigger asked for (already within the activator's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learned {
+    pub model: Model,
+    pub port_name: Option<String>,
+    pub max_held: usize,
+    pub hold_timeout: Duration,
+    pub keep_alive: Option<Duration>,
+}
+
 impl Route {
+    /// The route of a learned model: held for its Service whatever name the client used, sent
+    /// straight to the ready pods of its Service's own slices at `port_name`, counted under
+    /// `NAME.NS.svc`. It matches no host it was not named by: the shared port serves many.
+    pub fn learned(l: &Learned, domain: &str) -> Route {
+        let host = l.model.svc_host();
+        // A Service and a namespace are DNS labels: the host is an authority and a header value.
+        let upstream_authority = host
+            .parse::<http::uri::Authority>()
+            .unwrap_or_else(|_| http::uri::Authority::from_static("invalid"));
+        let host_header = http::HeaderValue::from_str(&host)
+            .unwrap_or_else(|_| http::HeaderValue::from_static("invalid"));
+        Route {
+            host: None,
+            names: l.model.names(domain),
+            any_host: false,
+            model: Some(l.model.clone()),
+            path_prefix: None,
+            upstream: format!("http://{host}"),
+            upstream_authority,
+            host_header,
+            readiness: Readiness::EndpointSlices {
+                service: l.model.service.clone(),
+                namespace: l.model.namespace.clone(),
+            },
+            max_held: l.max_held,
+            hold_timeout: l.hold_timeout,
+            counts_host: host,
+            abandon_lease: Duration::from_secs_f64(default_abandon_lease()),
+            release_concurrency: default_release_concurrency(),
+            keep_alive: l.keep_alive,
+            direct: true,
+            port_name: l.port_name.clone(),
+            endpoints: Vec::new(),
+        }
+    }
+
     pub fn matches(&self, host: Option<&str>, path: &str) -> bool {
-        let host_ok = match (&self.host, host) {
-            (None, _) => true,
-            (Some(want), Some(got)) => strip_port(got).eq_ignore_ascii_case(want),
-            (Some(_), None) => false,
-        };
+        let host_ok = self.any_host
+            || host.is_some_and(|got| {
+                let got = bare_host(got);
+                self.names.iter().any(|n| got.eq_ignore_ascii_case(n))
+            });
         host_ok
             && self
                 .path_prefix
@@ -367,29 +508,45 @@ pub fn pick<'a>(
     headers: &http::HeaderMap,
     uri: &http::Uri,
 ) -> Option<usize> {
-    // The request's own authority first (absolute form, HTTP/2's :authority), then Host.
-    let host = uri.host().or_else(|| {
-        headers
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-    });
+    let host = request_host(headers, uri);
     let path = uri.path();
     routes.into_iter().position(|r| r.matches(host, path))
 }
 
-/// Reads and checks a routes file.
+/// The host a request names: its own authority first (absolute form, HTTP/2's `:authority`),
+/// then its `Host` header.
+pub fn request_host<'a>(headers: &'a http::HeaderMap, uri: &'a http::Uri) -> Option<&'a str> {
+    uri.host().or_else(|| {
+        headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+    })
+}
+
+/// Reads and checks a routes file that must hold at least one route.
 pub fn parse(name: &str, text: &str, default_namespace: &str) -> Result<Vec<Route>, String> {
-    let file: RoutesFile = serde_yaml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
-    if file.routes.is_empty() {
+    let routes = parse_in(name, text, &Context::new(default_namespace))?;
+    if routes.is_empty() {
         return Err(format!("{name}: no routes"));
     }
+    Ok(routes)
+}
+
+/// Reads and checks a routes file in `ctx`; an empty list is no error (the activator may learn
+/// every model from the cluster).
+pub fn parse_in(name: &str, text: &str, ctx: &Context) -> Result<Vec<Route>, String> {
+    // An empty file, or one of comments only, is an empty list.
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Ok(Vec::new());
+    }
+    let file: RoutesFile = serde_yaml::from_str(text).map_err(|e| format!("{name}: {e}"))?;
     file.routes
         .iter()
         .enumerate()
-        .map(|(i, r)| {
-            r.check(i, default_namespace)
-                .map_err(|e| format!("{name}: {e}"))
-        })
+        .map(|(i, r)| r.check_in(i, ctx).map_err(|e| format!("{name}: {e}")))
         .collect()
 }
 
@@ -434,6 +591,85 @@ mod tests {
             assert_eq!(routes[0].host.as_deref(), Some(kept));
             assert!(routes[0].matches(Some(host), "/"));
         }
+    }
+
+    #[test]
+    fn a_service_route_answers_to_every_name_of_its_service() {
+        let text = "routes:\n  - host: chat.llm.svc\n    upstream: http://chat.llm.svc:8000\n    service: chat\n    namespace: llm\n";
+        let ctx = Context {
+            namespace: "infscale".into(),
+            domain: "example.internal".into(),
+        };
+        let routes = parse_in("routes.yaml", text, &ctx).unwrap();
+        let r = &routes[0];
+        for host in [
+            "chat",
+            "chat:8000",
+            "chat.llm",
+            "CHAT.llm:80",
+            "chat.llm.svc",
+            "chat.llm.svc:8000",
+            "chat.llm.svc.example.internal",
+            "chat.llm.svc.example.internal.",
+            "chat.llm.svc.example.internal.:8000",
+        ] {
+            assert!(r.matches(Some(host), "/v1/completions"), "{host}");
+        }
+        for host in [
+            "chat.other",
+            "chat.llm.svc.cluster.local",
+            "chatx",
+            "10.0.0.1",
+            ".",
+        ] {
+            assert!(!r.matches(Some(host), "/"), "{host}");
+        }
+        assert!(
+            !r.matches(None, "/"),
+            "a Host-less request is placed by port only"
+        );
+        let m = r.model.clone().unwrap();
+        assert_eq!(m.to_string(), "llm/chat");
+        // A Service-backed route without a host still takes any host (the file's old meaning).
+        let any = parse_in(
+            "r.yaml",
+            "routes:\n  - upstream: http://chat:8000\n    service: chat\n",
+            &ctx,
+        )
+        .unwrap();
+        assert!(any[0].matches(Some("whatever"), "/") && any[0].matches(None, "/"));
+        assert_eq!(any[0].model.as_ref().unwrap().namespace, "infscale");
+    }
+
+    #[test]
+    fn a_learned_route_is_its_services_and_nothing_else() {
+        let l = Learned {
+            model: Model {
+                namespace: "llm".into(),
+                service: "chat".into(),
+            },
+            port_name: Some("http".into()),
+            max_held: 7,
+            hold_timeout: Duration::from_secs(9),
+            keep_alive: None,
+        };
+        let r = Route::learned(&l, "cluster.local");
+        assert_eq!(r.counts_host, "chat.llm.svc");
+        assert!(r.direct && !r.any_host);
+        assert!(r.matches(Some("chat.llm.svc.cluster.local:8000"), "/"));
+        assert!(r.matches(Some("chat"), "/"));
+        assert!(!r.matches(Some("embed"), "/") && !r.matches(None, "/"));
+        assert_eq!(r.host_header, "chat.llm.svc");
+        assert_eq!((r.max_held, r.hold_timeout), (7, Duration::from_secs(9)));
+    }
+
+    #[test]
+    fn an_empty_routes_file_is_no_route_but_no_error() {
+        let ctx = Context::new("llm");
+        assert!(parse_in("r.yaml", "", &ctx).unwrap().is_empty());
+        assert!(parse_in("r.yaml", "# none yet\n", &ctx).unwrap().is_empty());
+        assert!(parse_in("r.yaml", "routes: []\n", &ctx).unwrap().is_empty());
+        assert!(parse("r.yaml", "routes: []\n", "llm").is_err());
     }
 
     #[test]

@@ -1,16 +1,19 @@
-//! `infscale activator` put together: the proxy listener (HTTP/1.1 and h2c), the readiness task
-//! of every route, the admin listener, and a graceful shutdown that answers every held request
-//! and lets forwarded ones finish.
+//! `infscale activator` put together: the proxy listener (HTTP/1.1 and h2c) over the shared
+//! port and every model's port, the route table with the readiness task of every route, the
+//! routes file's reload and the models learned from the cluster, the admin listener, and a
+//! graceful shutdown that answers every held request and lets forwarded ones finish.
 
 use super::admin::Admin;
 use super::budget::Budget;
 use super::conn_watch::{self, ConnShared};
-use super::hold::RouteState;
+use super::learn::{self, LearnConfig};
 use super::limits::Limits;
+use super::ports::{PortSet, Ports};
 use super::preface::{self, Speaks};
-use super::proxy::{Proxy, UpstreamClient};
-use super::readiness;
+use super::proxy::{Proxy, Throttle, UpstreamClient};
+use super::reload::{self, Reload};
 use super::routes::Route;
+use super::table::{Routing, Starter};
 use super::telemetry::Telemetry;
 use super::written::SignallingConnector;
 use crate::edge::listener::{self, Bounds, Listener};
@@ -33,6 +36,12 @@ pub struct Config {
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub routes: Vec<Route>,
+    /// Read the routes file again when it changes (`routes` came from its text).
+    pub reload: Option<(Reload, String)>,
+    /// Learn models from the slices `serve` writes.
+    pub learn: Option<LearnConfig>,
+    /// Requests held at once over the routes of one namespace; `None`: no bound of its own.
+    pub namespace_cap: Option<usize>,
     /// Talk to this API server without credentials; otherwise in-cluster or kubeconfig.
     pub kube_api: Option<String>,
     pub limits: Limits,
@@ -86,22 +95,16 @@ impl Listening {
         let limits = config.limits;
         let (changes, changes_rx) = watch::channel(0u64);
         let changes = Arc::new(changes);
-        let routes: Vec<Arc<RouteState>> = config
-            .routes
-            .iter()
-            .map(|r| RouteState::new(r.clone(), changes.clone()))
-            .collect();
-        let needs_kube = routes.iter().any(|r| {
-            matches!(
-                r.route.readiness,
-                super::routes::Readiness::EndpointSlices { .. }
-            )
-        });
+        let needs_kube = config.learn.is_some()
+            || config
+                .routes
+                .iter()
+                .any(|r| matches!(r.readiness, super::routes::Readiness::EndpointSlices { .. }));
         let kube = if needs_kube {
             Some(
                 crate::edge::kubeapi::connect(config.kube_api.as_deref())
                     .await
-                    .context("routes watch EndpointSlices (give healthPath to probe instead)")?,
+                    .context("routes watch EndpointSlices, and models are learned from them (give healthPath to probe instead)")?,
             )
         } else {
             None
@@ -111,13 +114,57 @@ impl Listening {
             Client::builder(TokioExecutor::new())
                 .pool_max_idle_per_host(0)
                 .build(http_connector(&limits));
+        let telemetry = Arc::new(Telemetry::new());
+        let shared = self.proxy.local_addr()?;
+        let ports = PortSet::new(shared.ip());
+        let domain = config
+            .learn
+            .as_ref()
+            .map(|l| l.domain.clone())
+            .or_else(|| config.reload.as_ref().map(|(r, _)| r.ctx.domain.clone()))
+            .unwrap_or_else(|| super::routes::DEFAULT_CLUSTER_DOMAIN.to_owned());
+        let routing = Arc::new(Routing::new(
+            changes.clone(),
+            telemetry.clone(),
+            Starter {
+                kube: kube.clone(),
+                probe_client,
+                limits,
+            },
+            config.namespace_cap,
+            ports.clone(),
+            domain,
+        ));
+        routing
+            .set_file(config.routes.clone())
+            .map_err(anyhow::Error::msg)?;
         let mut tasks = Vec::new();
-        for r in &routes {
-            let task = readiness::start(r.clone(), kube.clone(), probe_client.clone(), limits)
-                .map_err(anyhow::Error::msg)?;
-            tasks.push(task);
+        let status = Arc::new(learn::Status::default());
+        if let (Some(learn), Some(kube)) = (config.learn.clone(), kube.clone()) {
+            tasks.push(tokio::spawn(learn::follow(
+                kube,
+                learn,
+                routing.clone(),
+                telemetry.clone(),
+                status.clone(),
+            )));
         }
-        let telemetry = Arc::new(Telemetry::new().with_routes(&routes));
+        if let Some((r, text)) = config.reload.clone() {
+            tasks.push(tokio::spawn(reload::follow(
+                r,
+                routing.clone(),
+                telemetry.clone(),
+                text,
+            )));
+        }
+        let reaper = routing.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(REAP_EVERY);
+            loop {
+                tick.tick().await;
+                reaper.reap();
+            }
+        }));
         // The pool's timer closes idle connections on time, not only when one is next wanted.
         let client: UpstreamClient = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
@@ -128,19 +175,18 @@ impl Listening {
             .pool_max_idle_per_host(0)
             .build(SignallingConnector(http_connector(&limits)));
         let proxy = Arc::new(Proxy {
-            route_telemetry: routes
-                .iter()
-                .map(|r| telemetry.for_route(&r.route.counts_host))
-                .collect(),
-            routes: routes.clone(),
+            routing: routing.clone(),
+            shared_port: shared.port(),
             client,
             fresh,
             telemetry: telemetry.clone(),
             limits,
             budget: Budget::new(limits.body_budget),
+            unrouted_log: Throttle::default(),
         });
         let admin = Admin {
-            routes: Arc::new(routes.clone()),
+            routing: routing.clone(),
+            learned: config.learn.is_some().then(|| status.clone()),
             changes: changes_rx,
             telemetry,
             keep_alive: limits.watch_keep_alive,
@@ -160,7 +206,7 @@ impl Listening {
         tasks.push(tokio::spawn(async move {
             listener::serve_http(admin_listener, admin_bounds, admin.router(), "admin").await;
         }));
-        tracing::info!(listen = %self.proxy.local_addr().map(|a| a.to_string()).unwrap_or_default(), routes = routes.len(), "activator serving");
+        tracing::info!(listen = %shared, routes = routing.table().routes.len(), learning = config.learn.is_some(), "activator serving");
         let bounds = proxy_bounds(&limits);
         // A head must arrive in time (hyper's timer); a connection with nothing open for as long
         // is closed, HTTP/2 ones too (super::conn_watch).
@@ -170,13 +216,14 @@ impl Listening {
             .timer(TokioTimer::new())
             .keep_alive_interval(limits.header_timeout);
         let (closing, closing_rx) = watch::channel(false);
-        let mut listener = Listener::new(self.proxy, bounds, "proxy");
+        let mut listener = Listener::new(Ports::new(self.proxy, ports), bounds, "proxy");
         let open = listener.open_connections();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             tokio::select! {
                 conn = listener.accept() => {
                     let peer = conn.peer();
+                    let port = conn.local_addr().ok().map(|a| a.port());
                     let shared = ConnShared::new(limits.conn_body_share);
                     let proxy = proxy.clone();
                     let for_requests = shared.clone();
@@ -185,7 +232,7 @@ impl Listening {
                         let conn = for_requests.clone();
                         async move {
                             let open = conn.open();
-                            let response = p.handle(req, peer, &conn).await;
+                            let response = p.handle(req, peer, &conn, port).await;
                             // The request stays open on its connection until its answer ends.
                             Ok::<_, Infallible>(response.map(|b| b.map_frame(move |f| { let _ = &open; f }).boxed()))
                         }
@@ -219,9 +266,7 @@ impl Listening {
         // a new request on an open connection is answered 503 with `Connection: close`.
         drop(listener);
         tracing::info!("shutting down: answering held requests, letting forwarded ones finish");
-        for r in &routes {
-            r.shut_down();
-        }
+        routing.shut_down();
         let _ = closing.send(true);
         // Every connection gives its place back when it ends.
         if tokio::time::timeout(limits.drain, open.drained())
@@ -236,6 +281,9 @@ impl Listening {
         Ok(())
     }
 }
+
+/// How often retired routes that hold nothing are let go.
+const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The proxy port's bounds: its caps, a first byte and a request head within the header
 /// timeout, and a write stall at the client stall. No idle limit of the listener's: a held

@@ -1,6 +1,9 @@
 //! The activator's own `/metrics`: per route, requests held and in flight, forwarded, timed out
 //! and rejected, upstream errors, and a histogram of the time each request spent held (the
-//! cold-start latency users see).
+//! cold-start latency users see); requests no route could place, by reason; the routes in use
+//! by source, reloads of the routes file, and models the activator would not take, by reason.
+//! Every label is bounded: routes are bounded by `--max-models` and the file, reasons are a
+//! fixed set.
 
 use super::hold::RouteState;
 use prometheus_client::metrics::counter::Counter;
@@ -17,7 +20,8 @@ fn hold_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 20))
 }
 
-/// A route's counters, ready to use.
+/// A route's counters, ready to use (unregistered ones by default, for a route no `/metrics`
+/// shows).
 #[derive(Clone)]
 pub struct RouteTelemetry {
     pub forwarded: Counter,
@@ -25,6 +29,21 @@ pub struct RouteTelemetry {
     pub upstream_errors: Counter,
     pub resent: Counter,
     pub held_seconds: Histogram,
+    /// Held requests whose clients went away before the release.
+    pub abandoned: Counter,
+}
+
+impl Default for RouteTelemetry {
+    fn default() -> Self {
+        RouteTelemetry {
+            forwarded: Counter::default(),
+            timed_out: Counter::default(),
+            upstream_errors: Counter::default(),
+            resent: Counter::default(),
+            held_seconds: hold_histogram(),
+            abandoned: Counter::default(),
+        }
+    }
 }
 
 pub struct Telemetry {
@@ -37,6 +56,13 @@ pub struct Telemetry {
     upstream_errors: Family<Labels, Counter>,
     resent: Family<Labels, Counter>,
     held_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    abandoned: Family<Labels, Counter>,
+    unrouted: Family<Labels, Counter>,
+    routes: Family<Labels, Gauge>,
+    reloads: Family<Labels, Counter>,
+    refused_models: Family<Labels, Counter>,
+    /// The hosts the gauges show now.
+    shown: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Default for Telemetry {
@@ -55,6 +81,11 @@ impl Telemetry {
         let rejected = Family::<Labels, Counter>::default();
         let upstream_errors = Family::<Labels, Counter>::default();
         let resent = Family::<Labels, Counter>::default();
+        let abandoned = Family::<Labels, Counter>::default();
+        let unrouted = Family::<Labels, Counter>::default();
+        let routes = Family::<Labels, Gauge>::default();
+        let reloads = Family::<Labels, Counter>::default();
+        let refused_models = Family::<Labels, Counter>::default();
         let held_seconds: Family<Labels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(hold_histogram);
         let gauges = [
@@ -63,6 +94,11 @@ impl Telemetry {
                 "in_flight",
                 "Requests held or forwarded and not finished",
                 &in_flight,
+            ),
+            (
+                "routes",
+                "Routes placing requests now, by source (file or learned from serve's slices)",
+                &routes,
             ),
         ];
         for (name, help, family) in gauges {
@@ -95,6 +131,27 @@ impl Telemetry {
                  before reading them",
                 &resent,
             ),
+            (
+                "abandoned",
+                "Held requests whose client went away before a replica was ready",
+                &abandoned,
+            ),
+            (
+                "unrouted",
+                "Requests no route could place, by reason (no_host, unknown_host, no_path), \
+                 answered 404 with the hosts the activator serves",
+                &unrouted,
+            ),
+            (
+                "routes_reloads",
+                "Reloads of the routes file, by result (ok, error: the routes in use stay)",
+                &reloads,
+            ),
+            (
+                "models_refused",
+                "Models named by serve's slices the activator does not take, by reason",
+                &refused_models,
+            ),
         ];
         for (name, help, family) in counters {
             registry.register(name, help, family.clone());
@@ -114,6 +171,12 @@ impl Telemetry {
             upstream_errors,
             resent,
             held_seconds,
+            abandoned,
+            unrouted,
+            routes,
+            reloads,
+            refused_models,
+            shown: Default::default(),
         }
     }
 
@@ -130,7 +193,35 @@ impl Telemetry {
             upstream_errors: self.upstream_errors.get_or_create(&l).clone(),
             resent: self.resent.get_or_create(&l).clone(),
             held_seconds: self.held_seconds.get_or_create(&l).clone(),
+            abandoned: self.abandoned.get_or_create(&l).clone(),
         }
+    }
+
+    /// A request no route placed, for `reason` (one of a fixed few).
+    pub fn unrouted(&self, reason: &'static str) {
+        let l = vec![("reason".to_owned(), reason.to_owned())];
+        self.unrouted.get_or_create(&l).inc();
+    }
+
+    /// The routes placing requests now: `file` from the routes file, `learned` from the slices.
+    pub fn routes_in_use(&self, file: usize, learned: usize) {
+        for (source, n) in [("file", file), ("learned", learned)] {
+            let l = vec![("source".to_owned(), source.to_owned())];
+            self.routes.get_or_create(&l).set(n as i64);
+        }
+    }
+
+    /// A reload of the routes file, `ok` or not.
+    pub fn reloaded(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        let l = vec![("result".to_owned(), result.to_owned())];
+        self.reloads.get_or_create(&l).inc();
+    }
+
+    /// A model named by a slice that the activator does not take, for `reason`.
+    pub fn refused_model(&self, reason: &'static str) {
+        let l = vec![("reason".to_owned(), reason.to_owned())];
+        self.refused_models.get_or_create(&l).inc();
     }
 
     pub fn reject(&self, host: &str, reason: &str) {
@@ -139,28 +230,29 @@ impl Telemetry {
         self.rejected.get_or_create(&l).inc();
     }
 
-    /// Registers each route's abandoned-hold counter (kept by the route itself).
-    pub fn with_routes(mut self, routes: &[Arc<RouteState>]) -> Telemetry {
-        for r in routes {
-            let sub = self
-                .registry
-                .sub_registry_with_label(("route".into(), r.route.counts_host.clone().into()));
-            sub.register(
-                "abandoned",
-                "Held requests whose client went away before a replica was ready",
-                r.abandoned.clone(),
-            );
-        }
-        self
-    }
-
     /// The exposition text, with the gauges read from the routes now.
+    /// Routes sharing a host (a route being replaced and its successor) are summed; a host no
+    /// route has any more leaves the gauges.
     pub fn render(&self, routes: &[Arc<RouteState>]) -> String {
+        let mut now: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
         for r in routes {
             let c = r.counts();
-            let l = Self::route(&r.route.counts_host);
-            self.held.get_or_create(&l).set(c.held.unwrap_or(0) as i64);
-            self.in_flight.get_or_create(&l).set(c.concurrency as i64);
+            let e = now.entry(r.route.counts_host.as_str()).or_default();
+            e.0 += c.held.unwrap_or(0) as i64;
+            e.1 += c.concurrency as i64;
+        }
+        let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        for gone in shown.iter().filter(|h| !now.contains_key(h.as_str())) {
+            let l = Self::route(gone);
+            self.held.remove(&l);
+            self.in_flight.remove(&l);
+        }
+        *shown = now.keys().map(|h| (*h).to_owned()).collect();
+        drop(shown);
+        for (host, (held, in_flight)) in now {
+            let l = Self::route(host);
+            self.held.get_or_create(&l).set(held);
+            self.in_flight.get_or_create(&l).set(in_flight);
         }
         crate::edge::exposition_http::exposition(&self.registry)
     }

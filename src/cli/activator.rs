@@ -2,7 +2,9 @@
 
 use super::checks::positive_seconds;
 use super::serve::{init_logging, shutdown_signal};
+use crate::activator::learn::{LearnConfig, Namespaces};
 use crate::activator::limits::Limits;
+use crate::activator::reload::Reload;
 use crate::activator::routes::{self, RouteSpec};
 use crate::activator::server::{self, Config};
 use crate::edge::files::read_text;
@@ -20,22 +22,50 @@ pub struct Args {
     /// Where the scaler reads /queue and /queue/watch, and /metrics and /healthz are served.
     #[arg(long, default_value = "0.0.0.0:9092")]
     pub admin_listen: SocketAddr,
-    /// A YAML routes file (see the README); or one route from the flags below.
+    /// A YAML routes file (docs/activator.md), read again when it changes; or one route from
+    /// the flags below; or neither, in a cluster, where models are learned from serve's slices.
     #[arg(long, value_name = "FILE", conflicts_with = "upstream")]
     pub routes: Option<PathBuf>,
+    /// Seconds between reads of the routes file (a change applies without a restart; 0: never).
+    #[arg(long, default_value_t = 2.0)]
+    pub routes_reload_seconds: f64,
     /// The one route's upstream: http://HOST:PORT.
-    #[arg(long, value_name = "URL", required_unless_present = "routes")]
+    #[arg(long, value_name = "URL")]
     pub upstream: Option<String>,
+    /// Learn models from the EndpointSlices serve writes in serve mode: `auto` does in a cluster
+    /// (or with --kube-api), `on` always, `off` never.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "on", "off"])]
+    pub learn: String,
+    /// The namespaces whose models are learned: `all`, or names separated by commas.
+    #[arg(long, default_value = "all")]
+    pub namespaces: String,
+    /// The cluster's DNS domain: a Service's FQDN is NAME.NAMESPACE.svc.DOMAIN.
+    #[arg(long, default_value = routes::DEFAULT_CLUSTER_DOMAIN)]
+    pub cluster_domain: String,
+    /// The ports a learned model may be placed by (serve gives each model one), FIRST-LAST.
+    #[arg(long, default_value = "20000-29999")]
+    pub model_ports: String,
+    /// Models learned at once; the slices of more are refused (counted and logged).
+    #[arg(long, default_value_t = 256)]
+    pub max_models: usize,
+    /// Seconds a learned model stays known (its port open) after its slice went.
+    #[arg(long, default_value_t = 600.0)]
+    pub model_linger_seconds: f64,
+    /// Requests held at once over every route of one namespace.
+    #[arg(long, default_value_t = 4000)]
+    pub max_held_per_namespace: usize,
     /// Probe this path on the upstream to know it is ready (outside a cluster).
     #[arg(long, value_name = "PATH")]
     pub health_path: Option<String>,
     /// Watch this Service's EndpointSlices to know the upstream is ready (in a cluster).
     #[arg(long, value_name = "NAME", conflicts_with = "health_path")]
     pub service: Option<String>,
-    /// Seconds a request is held before it is answered 504.
+    /// Seconds a request is held before it is answered 504 (the one route's; a learned model's
+    /// when its trigger says none, and the longest it may say).
     #[arg(long, default_value_t = 300.0)]
     pub hold_timeout: f64,
-    /// Requests held at once before new ones are answered 503.
+    /// Requests held at once before new ones are answered 503 (the one route's; a learned
+    /// model's when its trigger says none, and the most it may say).
     #[arg(long, default_value_t = 1000)]
     pub max_held: usize,
     /// The host under which /queue reports the one route's counts [default: the upstream's host].
@@ -114,13 +144,45 @@ fn own_namespace() -> String {
         .unwrap_or_else(|| "default".to_owned())
 }
 
+/// Whether a Kubernetes API is at hand without being named: the pod's own environment.
+fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+}
+
 pub fn config(args: &Args) -> anyhow::Result<Config> {
     let namespace = args.namespace.clone().unwrap_or_else(own_namespace);
+    let ctx = routes::Context {
+        namespace: namespace.clone(),
+        domain: args
+            .cluster_domain
+            .trim()
+            .trim_matches('.')
+            .to_ascii_lowercase(),
+    };
+    let learning = match args.learn.as_str() {
+        "on" => true,
+        "off" => false,
+        _ => in_cluster() || args.kube_api.is_some(),
+    };
+    let mut reload = None;
     let routes = match (&args.routes, &args.upstream) {
         (Some(path), _) => {
             let text = read_text(path, limits::MAX_CONFIG_FILE_BYTES)?;
-            routes::parse(&path.display().to_string(), &text, &namespace)
-                .map_err(anyhow::Error::msg)?
+            let routes = routes::parse_in(&path.display().to_string(), &text, &ctx)
+                .map_err(anyhow::Error::msg)?;
+            if args.routes_reload_seconds > 0.0 {
+                let every =
+                    positive_seconds("--routes-reload-seconds", args.routes_reload_seconds)?;
+                reload = Some((
+                    Reload {
+                        path: path.clone(),
+                        ctx: ctx.clone(),
+                        every,
+                    },
+                    text,
+                ));
+            }
+            routes
         }
         (None, Some(upstream)) => {
             let spec = RouteSpec {
@@ -132,16 +194,60 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
                 keep_alive_seconds: args.keep_alive_seconds,
                 ..RouteSpec::to_upstream(upstream)
             };
-            vec![spec
-                .check(0, &namespace)
-                .map_err(|e| anyhow::anyhow!("{e}"))?]
+            vec![spec.check_in(0, &ctx).map_err(|e| anyhow::anyhow!("{e}"))?]
         }
-        (None, None) => bail!("give --routes FILE or --upstream URL"),
+        (None, None) if learning => Vec::new(),
+        (None, None) => bail!(
+            "give --routes FILE or --upstream URL, or run in a cluster (or with --kube-api) to \
+             learn models from the slices serve writes"
+        ),
+    };
+    if routes.is_empty() && !learning && reload.is_none() {
+        bail!("the routes file has no route, and models are not learned (--learn off, or not in a cluster)");
+    }
+    let learn = if learning {
+        if args.max_held == 0 {
+            bail!("--max-held must be at least 1");
+        }
+        let namespaces: Namespaces = args
+            .namespaces
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--namespaces: {e}"))?;
+        let ports = super::checks::port_range("--model-ports", &args.model_ports)?;
+        if ports.contains(&args.listen.port()) || ports.contains(&args.admin_listen.port()) {
+            bail!(
+                "--model-ports {}-{} holds the --listen or --admin-listen port",
+                ports.start(),
+                ports.end()
+            );
+        }
+        Some(LearnConfig {
+            namespaces,
+            domain: ctx.domain.clone(),
+            ports,
+            shared_port: args.listen.port(),
+            max_models: args.max_models.max(1),
+            linger: super::checks::seconds_from_zero(
+                "--model-linger-seconds",
+                args.model_linger_seconds,
+            )?,
+            max_held: args.max_held,
+            hold_timeout: positive_seconds("--hold-timeout", args.hold_timeout)?,
+            keep_alive: args
+                .keep_alive_seconds
+                .map(|s| positive_seconds("--keep-alive-seconds", s))
+                .transpose()?,
+        })
+    } else {
+        None
     };
     Ok(Config {
         listen: args.listen,
         admin_listen: args.admin_listen,
         routes,
+        reload,
+        learn,
+        namespace_cap: Some(args.max_held_per_namespace.max(1)),
         kube_api: args.kube_api.clone(),
         limits: limits(args)?,
     })
@@ -201,6 +307,32 @@ mod tests {
         use clap::Parser;
         let all = ["activator", "--upstream", "http://127.0.0.1:8000"];
         Activator::parse_from(all.iter().chain(flags).copied()).args
+    }
+
+    #[test]
+    fn learning_follows_the_flags_and_checks_them() {
+        let c = config(&parsed(&[
+            "--health-path",
+            "/health",
+            "--learn",
+            "on",
+            "--namespaces",
+            "llm,team-b",
+        ]))
+        .unwrap();
+        let l = c.learn.unwrap();
+        assert_eq!(l.ports, crate::activator::learn::DEFAULT_MODEL_PORTS);
+        assert!(l.namespaces.allows("team-b") && !l.namespaces.allows("kube-system"));
+        let off = config(&parsed(&["--health-path", "/h", "--learn", "off"])).unwrap();
+        assert!(off.learn.is_none());
+        for bad in [
+            &["--learn", "on", "--model-ports", "30000-20000"][..],
+            &["--learn", "on", "--model-ports", "8000-9000"],
+            &["--learn", "on", "--namespaces", "Bad"],
+        ] {
+            let bad: Vec<&str> = ["--health-path", "/h"].iter().chain(bad).copied().collect();
+            assert!(config(&parsed(&bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

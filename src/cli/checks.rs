@@ -48,3 +48,17 @@ pub fn replicas_flag(flag: &str, n: Option<u32>) -> anyhow::Result<Option<u32>> 
         n => Ok(n),
     }
 }
+
+/// `FIRST-LAST`, a range of ports.
+pub fn port_range(flag: &str, v: &str) -> anyhow::Result<std::ops::RangeInclusive<u16>> {
+    let bad = || anyhow::anyhow!("{flag} {v:?}: expected FIRST-LAST, ports from 1 to 65535");
+    let (a, b) = v.split_once('-').ok_or_else(bad)?;
+    let (a, b): (u16, u16) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if a == 0 || a > b {
+        return Err(bad());
+    }
+    Ok(a..=b)
+}

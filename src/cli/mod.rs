@@ -112,6 +112,31 @@ pub fn run_tuning(command: Tuning) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// What `infscale ARGS` would run: the configuration of `serve` or the activator, from `args`
+/// as a Deployment's container gives them (`["serve", "--listen", ...]`). A test starts the
+/// shipped scaler and activator from their shipped arguments with this.
+pub enum Configured {
+    Serve(Box<crate::serve::server::Config>),
+    Activator(Box<crate::activator::server::Config>),
+}
+
+/// The configuration `infscale ARGS` would run `serve` or the activator with (neither for any
+/// other command: an error).
+pub fn configured<I, T>(args: I) -> anyhow::Result<Configured>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(
+        std::iter::once("infscale".into()).chain(args.into_iter().map(Into::into)),
+    )?;
+    match cli.command {
+        Command::Serve(a) => Ok(Configured::Serve(Box::new(serve::config(&a)?))),
+        Command::Activator(a) => Ok(Configured::Activator(Box::new(activator::config(&a)?))),
+        _ => anyhow::bail!("not serve or activator"),
+    }
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()

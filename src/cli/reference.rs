@@ -264,20 +264,26 @@ fn activator_page() -> String {
         Ok(route) => route,
         Err(e) => return format!("(the sample route is refused: {e})"),
     };
-    let routes = vec![RouteState::new(
+    let telemetry = ActivatorTelemetry::new();
+    let host = route.counts_host.clone();
+    let counters = telemetry.for_route(&host);
+    let routes = vec![RouteState::with(
         route,
         Arc::new(tokio::sync::watch::channel(0).0),
+        counters.clone(),
+        None,
     )];
-    let telemetry = ActivatorTelemetry::new().with_routes(&routes);
-    let host = &routes[0].route.counts_host;
-    let route = telemetry.for_route(host);
-    route.forwarded.inc();
-    route.timed_out.inc();
-    route.upstream_errors.inc();
-    route.resent.inc();
-    route.held_seconds.observe(0.1);
-    telemetry.reject(host, "full");
-    routes[0].abandoned.inc();
+    counters.forwarded.inc();
+    counters.timed_out.inc();
+    counters.upstream_errors.inc();
+    counters.resent.inc();
+    counters.held_seconds.observe(0.1);
+    counters.abandoned.inc();
+    telemetry.reject(&host, "full");
+    telemetry.unrouted("unknown_host");
+    telemetry.routes_in_use(1, 0);
+    telemetry.reloaded(true);
+    telemetry.refused_model("namespace");
     telemetry.render(&routes)
 }
 

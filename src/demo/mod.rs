@@ -101,6 +101,16 @@ fn metadata(
         m.insert("service".into(), "model".into());
         m.insert("serviceUrl".into(), format!("http://{svc}"));
     }
+    time_scaled(&mut m, speed);
+    m
+}
+
+/// Trigger metadata `m` with its times compressed `speed` times: every policy key in seconds
+/// or per second and every target key in seconds, written or at its default (a default is a
+/// time too), as the key tables' units say; the scrape timeout at least 0.2 wall seconds. What
+/// the demo runs a day by, and what a test runs a shipped ScaledObject by in seconds.
+pub fn time_scaled(m: &mut HashMap<String, String>, speed: f64) {
+    let serve_mode = m.get("serveMode").map(String::as_str) == Some("true");
     let policy_keys = crate::scaling::keys::KEYS.iter().filter_map(|k| {
         let factor = match k.unit {
             keys::SECONDS => 1.0 / speed,
@@ -119,7 +129,7 @@ fn metadata(
     for (name, default, factor, min) in timed {
         // A key left out is at its default, which is in simulated time too. The serve mode keys
         // only outside serve mode are left out.
-        let serve_mode_only = name.starts_with("serveMode") && service.is_none();
+        let serve_mode_only = name.starts_with("serveMode") && !serve_mode;
         let value = m.get(name).map_or(default, String::as_str);
         if let (Ok(v), false) = (value.trim().parse::<f64>(), serve_mode_only) {
             let scaled = (v * factor).max(min);
@@ -132,7 +142,6 @@ fn metadata(
             *t = v.max(0.2).to_string();
         }
     }
-    m
 }
 
 /// Tokens per streamed event from the replicas. One machine carries every replica's streams
@@ -193,6 +202,9 @@ pub async fn run(
         listen: "127.0.0.1:0".parse()?,
         admin_listen: "127.0.0.1:0".parse()?,
         routes: vec![route],
+        reload: None,
+        learn: None,
+        namespace_cap: None,
         kube_api: None,
         limits: crate::activator::limits::Limits::default(),
     })
@@ -221,6 +233,7 @@ pub async fn run(
         use_kube: false,
         scrape_via: None,
         paths,
+        serve_mode: Default::default(),
         limits: crate::serve::limits::Limits::default(),
     })
     .await?;

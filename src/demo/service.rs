@@ -403,19 +403,42 @@ pub struct DemoPaths {
 }
 
 impl crate::serve::path::PathWriter for DemoPaths {
-    fn write<'a>(
-        &'a self,
-        _mode: &'a crate::serve::metadata::ServeMode,
-        _activator: Option<&'a crate::serve::activators::Members>,
+    fn session(
+        &self,
+        _mode: &crate::serve::metadata::ServeMode,
+        _activator: Option<crate::serve::activators::Members>,
+    ) -> Box<dyn crate::serve::path::PathSession> {
+        Box::new(DemoSession {
+            endpoints: self.endpoints.clone(),
+            activator: self.activator,
+            service: self.service,
+        })
+    }
+}
+
+/// The demo's one writer of its one Service.
+struct DemoSession {
+    endpoints: Arc<Endpoints>,
+    activator: SocketAddr,
+    service: SocketAddr,
+}
+
+impl crate::serve::path::PathSession for DemoSession {
+    fn write(
+        &mut self,
         in_path: bool,
-    ) -> futures::future::BoxFuture<'a, Result<Option<String>, String>> {
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<crate::serve::path::Wrote, crate::serve::path::WriteError>,
+    > {
+        use crate::serve::path::Wrote;
         Box::pin(async move {
             if in_path {
                 self.endpoints.add(Backend::activator(self.activator));
-                Ok(Some(format!("http://{}", self.service)))
+                Ok(Wrote::Done(Some(format!("http://{}", self.service))))
             } else {
                 self.endpoints.remove(self.activator);
-                Ok(None)
+                Ok(Wrote::Done(None))
             }
         })
     }

@@ -15,6 +15,12 @@ pub const CONTROLLER: &str = "endpointslice-controller.k8s.io";
 /// mode). They are never counted as replicas, and the activator never forwards to them.
 pub const INFSCALE: &str = "infscale.io";
 
+/// The annotation on infscale's slice that carries the trigger's `maxHeld` to the activator.
+pub const MAX_HELD_ANNOTATION: &str = "infscale.io/max-held";
+
+/// The annotation on infscale's slice that carries the trigger's `holdTimeoutSeconds`.
+pub const HOLD_TIMEOUT_ANNOTATION: &str = "infscale.io/hold-timeout-seconds";
+
 fn label<'a>(slice: &'a EndpointSlice, key: &str) -> Option<&'a str> {
     slice.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }

@@ -16,34 +16,35 @@ pub type Arrivals = Arc<Mutex<Vec<(usize, u64)>>>;
 /// connection). `/health` says `ready`; any other request is recorded by its `x-seq` header
 /// with the number of its connection, when its thread reads it.
 pub fn recording_upstream(ready: Arc<AtomicBool>) -> (Server, Arrivals) {
+    recording_upstream_on("127.0.0.1:0", ready)
+}
+
+/// [`recording_upstream`] on `addr`.
+pub fn recording_upstream_on(addr: &str, ready: Arc<AtomicBool>) -> (Server, Arrivals) {
     let seen: Arrivals = Arc::default();
     let record = seen.clone();
-    let server = accept(
-        "127.0.0.1:0",
-        Duration::from_secs(300),
-        move |mut stream, n, _| {
-            let Some(head) = read_head(&mut stream) else {
-                return;
+    let server = accept(addr, Duration::from_secs(300), move |mut stream, n, _| {
+        let Some(head) = read_head(&mut stream) else {
+            return;
+        };
+        if head.target == "/health" {
+            let status = if ready.load(Ordering::SeqCst) {
+                200
+            } else {
+                503
             };
-            if head.target == "/health" {
-                let status = if ready.load(Ordering::SeqCst) {
-                    200
-                } else {
-                    503
-                };
-                respond(&mut stream, status, "text/plain", b"health\n");
-                return;
-            }
-            let seq = head
-                .headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case("x-seq"))
-                .and_then(|(_, v)| v.parse().ok());
-            if let Some(seq) = seq {
-                record.lock().unwrap().push((n, seq));
-            }
-            respond(&mut stream, 200, "text/plain", b"ok\n");
-        },
-    );
+            respond(&mut stream, status, "text/plain", b"health\n");
+            return;
+        }
+        let seq = head
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("x-seq"))
+            .and_then(|(_, v)| v.parse().ok());
+        if let Some(seq) = seq {
+            record.lock().unwrap().push((n, seq));
+        }
+        respond(&mut stream, 200, "text/plain", b"ok\n");
+    });
     (server, seen)
 }

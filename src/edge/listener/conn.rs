@@ -145,6 +145,12 @@ fn gave_way() -> io::Error {
 }
 
 impl Conn<TcpStream> {
+    /// The local address the connection came in on (its port tells which of a listener's
+    /// sockets took it).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
     /// Peeks at the first bytes without taking them (to tell a protocol), within the same
     /// deadlines as a read; bytes seen count as the client having spoken.
     pub async fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
