@@ -162,6 +162,7 @@ pub fn policy(data: &[u8]) {
             "llm",
             9092,
         )),
+        service: "model".to_owned(),
         polling_interval_s: 5.0,
         cold_start_s: 60.0,
     };

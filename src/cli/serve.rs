@@ -2,7 +2,9 @@
 
 use super::checks::{positive_seconds, seconds_from_zero};
 use crate::serve::discovery::{ScrapeVia, StaticTargets};
+use crate::serve::lease::LeaseSettings;
 use crate::serve::limits::Limits;
+use crate::serve::path_kube::ServeModeSettings;
 use crate::serve::server::{self, Config, TlsFiles};
 use anyhow::{bail, Context};
 use std::net::SocketAddr;
@@ -35,6 +37,17 @@ pub struct Args {
     /// be a prefix on a segment boundary. Repeatable.
     #[arg(long, value_name = "URL")]
     pub allow_activator: Vec<String>,
+    /// Serve mode: the ports models are given on the activator (its `--model-ports`),
+    /// FIRST-LAST.
+    #[arg(long, default_value = "20000-29999")]
+    pub activator_ports: String,
+    /// Serve mode: the namespace of the leases that make one writer per Service [default: the
+    /// pod's own (POD_NAMESPACE), else "infscale"].
+    #[arg(long)]
+    pub lease_namespace: Option<String>,
+    /// Serve mode: seconds a Service's lease holds unrenewed before another replica takes over.
+    #[arg(long, default_value_t = 15.0)]
+    pub lease_seconds: f64,
     /// Use this Kubernetes API server without credentials (e.g. `kubectl proxy`'s); default:
     /// the in-cluster service account, else the kubeconfig.
     #[arg(long, value_name = "URL")]
@@ -186,10 +199,28 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
     })
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    init_logging(&args.log_format);
-    let limits = limits(&args)?;
-    let _ = crate::edge::descriptors::raise_and_log();
+/// Serve mode's settings from the flags.
+fn serve_mode(
+    ports: &str,
+    lease_namespace: Option<String>,
+    lease_seconds: f64,
+) -> anyhow::Result<ServeModeSettings> {
+    let duration = positive_seconds("--lease-seconds", lease_seconds)?;
+    let mut lease = LeaseSettings::default();
+    if let Some(ns) = lease_namespace {
+        lease.namespace = ns;
+    }
+    lease.duration = duration;
+    lease.renew = (duration / 3).max(std::time::Duration::from_millis(10));
+    Ok(ServeModeSettings {
+        ports: super::checks::port_range("--activator-ports", ports)?,
+        lease: Some(lease),
+    })
+}
+
+/// The scaler's configuration from its flags.
+pub fn config(args: &Args) -> anyhow::Result<Config> {
+    let limits = limits(args)?;
     let metrics_listen =
         match args.metrics_listen.as_str() {
             "none" => None,
@@ -197,22 +228,37 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 format!("--metrics-listen {addr:?}: expected HOST:PORT or none")
             })?),
         };
-    let config = Config {
+    Ok(Config {
         listen: args.listen,
         metrics_listen,
-        tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| TlsFiles {
-            cert,
-            key,
-            client_ca: args.tls_client_ca,
-        }),
+        tls: args
+            .tls_cert
+            .clone()
+            .zip(args.tls_key.clone())
+            .map(|(cert, key)| TlsFiles {
+                cert,
+                key,
+                client_ca: args.tls_client_ca.clone(),
+            }),
         statics: static_targets(&args.static_target)?,
-        allowed_activators: args.allow_activator,
-        kube_api: args.kube_api,
+        allowed_activators: args.allow_activator.clone(),
+        kube_api: args.kube_api.clone(),
         use_kube: !args.no_kube,
         scrape_via: args.scrape_via,
         paths: None,
+        serve_mode: serve_mode(
+            &args.activator_ports,
+            args.lease_namespace.clone(),
+            args.lease_seconds,
+        )?,
         limits,
-    };
+    })
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    init_logging(&args.log_format);
+    let _ = crate::edge::descriptors::raise_and_log();
+    let config = config(&args)?;
     let bound = server::bind(config).await?;
     bound.run(shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)

@@ -181,10 +181,17 @@ pub struct Args {
     /// Where KEDA reaches infscale serve.
     #[arg(long, default_value = "infscale.infscale.svc:9090")]
     pub scaler_address: String,
-    /// The activator's Service, in the model's namespace (as manifests/activator runs it), for
-    /// scale to zero.
+    /// The model's Service clients call (serve mode: the activator joins it only while the
+    /// model is at zero, waking or idle) [default: --name].
+    #[arg(long)]
+    pub service: Option<String>,
+    /// The activator's admin Service, for scale to zero (as manifests/activator runs it).
     #[arg(long, default_value = "infscale-activator-admin")]
     pub activator_service: String,
+    /// The activator Service's namespace (manifests/activator runs one activator for every
+    /// model namespace, beside serve).
+    #[arg(long, default_value = "infscale")]
+    pub activator_namespace: String,
     /// The activator Service's admin port.
     #[arg(long, default_value_t = 9092)]
     pub activator_port: u16,
@@ -493,11 +500,12 @@ impl Args {
                 self.activator_url.clone().unwrap_or_else(|| {
                     scaled_object::activator_url(
                         &self.activator_service,
-                        &self.namespace,
+                        &self.activator_namespace,
                         self.activator_port,
                     )
                 })
             }),
+            service: self.service.clone().unwrap_or_else(|| self.name.clone()),
             polling_interval_s: settings.polling_interval_s,
             cold_start_s: hw.gpu.cold_start_s(),
         };

@@ -28,6 +28,38 @@ pub use crate::counts::Counts;
 pub struct Source {
     pub url: String,
     pub host: String,
+    /// Whether a watch document without the host is an error (the activator lists every host
+    /// it routes, so one it lacks has no route: proxy mode), or zero held (serve mode, where
+    /// the activator learns the model from the slice only while it is in the path).
+    pub require_route: bool,
+}
+
+/// The host's counts in a watch document, or why there are none: a host the activator does
+/// not list has no route there (when the source requires one).
+fn mine(
+    counts: &crate::counts::QueueCounts,
+    activator: &Source,
+    url: &str,
+) -> Result<HostCounts, String> {
+    match counts.get(&activator.host) {
+        Some(c) => Ok(*c),
+        None if !activator.require_route => Ok(HostCounts::default()),
+        None => {
+            let listed: Vec<&str> = counts.keys().take(8).map(String::as_str).collect();
+            Err(crate::limits::cut(
+                &format!(
+                    "{url}: the activator has no route for host {:?} (activatorHost); it counts {}",
+                    activator.host,
+                    if listed.is_empty() {
+                        "no host".to_owned()
+                    } else {
+                        listed.join(", ")
+                    }
+                ),
+                crate::limits::ERROR_TEXT_BYTES,
+            ))
+        }
+    }
 }
 
 /// Starts following one activator; the receiver changes on every new reading, and `changed`
@@ -117,9 +149,14 @@ async fn watch_events(
         let Some(chunk) = chunk else { break };
         for event in decoder.feed(&chunk) {
             let counts = event.map_err(|e| wire_failure(&url, e))?;
-            let mine = counts.get(&activator.host).copied().unwrap_or_default();
             followed_since.get_or_insert_with(Instant::now);
-            publish(tx, Counts::Seen(mine));
+            match mine(&counts, activator, &url) {
+                Ok(c) => publish(tx, Counts::Seen(c)),
+                Err(why) => {
+                    tracing::warn!(activator = %activator.url, host = %activator.host, "the activator has no route for this target's host");
+                    publish(tx, Counts::Failed(why));
+                }
+            }
         }
     }
     Ok(Mode::Ended)

@@ -53,6 +53,7 @@ pub fn follow(
     kube: Option<kube::Client>,
     members: Members,
     host: String,
+    require_route: bool,
     limits: Limits,
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
@@ -73,7 +74,7 @@ pub fn follow(
             }
             (Members::Service { url, .. }, None) => (watch::channel(Ok(vec![url])).1, None),
         };
-        aggregate(http, host, urls, tx, limits).await;
+        aggregate(http, host, require_route, urls, tx, limits).await;
     });
     (rx, task)
 }
@@ -87,6 +88,7 @@ struct Child {
 async fn aggregate(
     http: reqwest::Client,
     host: String,
+    require_route: bool,
     mut urls: watch::Receiver<Result<Vec<String>, String>>,
     tx: watch::Sender<Counts>,
     limits: Limits,
@@ -120,6 +122,7 @@ async fn aggregate(
                     let source = Source {
                         url: url.clone(),
                         host: host.clone(),
+                        require_route,
                     };
                     let (counts, task) =
                         activator::follow(http.clone(), source, changed.clone(), limits);

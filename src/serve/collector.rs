@@ -135,6 +135,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                 shared.discovery.client.clone(),
                 a.members.clone(),
                 a.host.clone(),
+                spec.serve_mode.is_none(),
                 shared.limits,
             );
             (Some(rx), Some(AbortOnDrop(task)))
@@ -174,7 +175,10 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     loop {
         let answering_changed = async {
             match path.as_mut().and_then(|p| p.handle.as_mut()) {
-                Some(h) => h.answering.changed().await.is_ok(),
+                Some(h) => tokio::select! {
+                    a = h.answering.changed() => a.is_ok(),
+                    m = h.missing.changed() => m.is_ok(),
+                },
                 None => std::future::pending().await,
             }
         };
@@ -236,6 +240,11 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
         );
         if let Some(p) = path.as_mut() {
             p.apply(shared.now(), pods.ready(), held, &mut report);
+            series.activator_route(
+                p.handle
+                    .as_ref()
+                    .is_some_and(|h| h.route_missing().is_none()),
+            );
         }
         series.report(report.value.clone().ok(), report.active.clone().ok());
         if let (Some(writer), true, Pods::Read(s)) = (costs.as_mut(), scraped, &pods) {
@@ -278,7 +287,9 @@ fn serve_path(shared: &Shared, spec: &TargetSpec) -> Option<ServePath> {
 
 impl ServePath {
     /// Decides the path for what is known now, asks the task for it, and keeps `IsActive` true
-    /// while the evaluation says idle but the activator is not yet seen answering.
+    /// while the evaluation says idle but the activator is not yet seen answering; when no
+    /// activator holds the model at all, an idle target's `IsActive` is that error instead
+    /// (KEDA logs it and records it on the ScaledObject; the target is never read idle).
     fn apply(&mut self, now: f64, ready: Option<usize>, held: Option<f64>, report: &mut Report) {
         let answering = self.handle.as_ref().is_some_and(PathHandle::is_answering);
         let d = self.rule.decide(PathFacts {
@@ -300,11 +311,21 @@ impl ServePath {
             }
             h.want(d.in_path);
         }
-        if d.hold_active {
-            tracing::debug!(
-                "idle, but the activator is not yet seen answering through the Service: active"
-            );
-            report.active = Ok(true);
+        let missing = self.handle.as_ref().and_then(PathHandle::route_missing);
+        match (d.hold_active, missing) {
+            (true, Some(why)) => {
+                report.active = Err(format!(
+                    "idle, but the activator cannot take this model's requests, so it may not go \
+                     to zero: {why}"
+                ));
+            }
+            (true, None) => {
+                tracing::debug!(
+                    "idle, but the activator is not yet seen answering through the Service: active"
+                );
+                report.active = Ok(true);
+            }
+            (false, _) => {}
         }
     }
 }

@@ -46,9 +46,17 @@ pub struct ServeMode {
     pub service: String,
     /// Where to probe the activator through the Service, when given.
     pub url: Option<String>,
-    /// The activator pods' port for client requests.
-    pub activator_port: u16,
+    /// The Service port clients call (its name or number); the Service's first when `None`.
+    pub service_port: Option<String>,
+    /// The activator pods' port for this model's requests; `None`: one of the model's own.
+    pub activator_port: Option<u16>,
+    /// The activator's bounds for this model, when the trigger sets them.
+    pub max_held: Option<u64>,
+    pub hold_timeout_s: Option<f64>,
     pub settle_s: f64,
+    /// Who writes: the ScaledObject and the trigger (its id), named in the Service's lease.
+    pub scaled_object: String,
+    pub trigger: String,
 }
 
 /// Everything a collector needs to know about one scale target.
@@ -156,6 +164,14 @@ fn dns_name(key: &str, v: &str) -> Result<String, MetadataError> {
     }
 }
 
+/// 12 hex digits of an FNV-1a hash of a trigger's key ([`TargetSpec::trigger_id`]).
+fn trigger_id(key: &str) -> String {
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{:012x}", hash >> 16)
+}
+
 /// Refuses metadata larger than a trigger needs, before reading any of it.
 fn check_sizes(metadata: &HashMap<String, String>) -> Result<(), MetadataError> {
     if metadata.len() > METADATA_KEYS {
@@ -212,6 +228,10 @@ impl TargetSpec {
             |k: &str| get(k).unwrap_or_else(|| target_keys::key(k).map_or("", |t| t.default));
         let port = |k: &str| target_keys::port(k, value(k));
         let seconds = |k: &str| target_keys::seconds(k, value(k));
+        // A key without a default: its value when given.
+        let given_port = |k: &str| get(k).map(|v| target_keys::port(k, v)).transpose();
+        let given_seconds = |k: &str| get(k).map(|v| target_keys::seconds(k, v)).transpose();
+        let given_count = |k: &str| get(k).map(|v| target_keys::count(k, v)).transpose();
         let pods = match (get("deployment"), get("podSelector")) {
             (Some(_), Some(_)) => {
                 return Err(bad(
@@ -248,6 +268,24 @@ impl TargetSpec {
             .map_err(|e| bad("metric", e.to_string()))?;
         let scrape_interval = seconds("scrapeIntervalSeconds")?;
         let scrape_timeout = seconds("scrapeTimeoutSeconds")?;
+        let serve_mode_on = match value("serveMode") {
+            "false" => false,
+            "true" => true,
+            other => {
+                return Err(bad(
+                    "serveMode",
+                    format!("{other:?}: expected true or false"),
+                ))
+            }
+        };
+        let service = match (get("service"), &pods) {
+            (Some(s), _) => dns_name("service", s)?,
+            (None, Pods::Deployment(d)) => d.clone(),
+            (None, Pods::Selector(_)) if serve_mode_on => {
+                return Err(bad("service", "required with podSelector in serve mode"))
+            }
+            (None, Pods::Selector(_)) => name.to_owned(),
+        };
         let activator = match get("activatorUrl") {
             None => {
                 if get("activatorHost").is_some() {
@@ -264,15 +302,19 @@ impl TargetSpec {
                 let host = match get("activatorHost") {
                     Some(h) if !h.is_empty() && h.len() <= 253 => h.to_owned(),
                     Some(h) => return Err(bad("activatorHost", format!("{h:?} is not a host"))),
+                    // What the activator counts a model learned from serve's slice under.
+                    None if serve_mode_on => format!("{service}.{namespace}.svc"),
                     None => match &pods {
                         Pods::Deployment(d) => d.clone(),
                         Pods::Selector(_) => name.to_owned(),
                     },
                 };
                 let members = match urls.as_slice() {
-                    [one] => match address::service_of(one, &namespace) {
-                        Some((name, port, scheme)) => Members::Service {
-                            namespace: namespace.clone(),
+                    // A Service, in this namespace or one the scaler was started with: every
+                    // ready pod behind it is followed.
+                    [one] => match address::service_named(one) {
+                        Some((ns, name, port, scheme)) => Members::Service {
+                            namespace: ns,
                             name,
                             port,
                             scheme,
@@ -285,43 +327,46 @@ impl TargetSpec {
                 Some(ActivatorRef { members, host })
             }
         };
-        let serve_mode = match value("serveMode") {
-            "false" => None,
-            "true" => {
-                if activator.is_none() {
-                    return Err(bad("serveMode", "needs activatorUrl"));
-                }
-                let service = match (get("service"), &pods) {
-                    (Some(s), _) => dns_name("service", s)?,
-                    (None, Pods::Deployment(d)) => d.clone(),
-                    (None, Pods::Selector(_)) => {
-                        return Err(bad("service", "required with podSelector in serve mode"))
-                    }
-                };
-                let url = get("serviceUrl")
-                    .map(|u| address::service_url(u).map_err(|e| bad("serviceUrl", e)))
-                    .transpose()?;
-                let activator_port = port("activatorPort")?;
-                Some(ServeMode {
-                    namespace: namespace.clone(),
-                    service,
-                    url,
-                    activator_port,
-                    settle_s: seconds("serveModeSettleSeconds")?,
-                })
-            }
-            other => {
-                return Err(bad(
-                    "serveMode",
-                    format!("{other:?}: expected true or false"),
-                ))
-            }
-        };
         // One collector per ScaledObject and trigger: its series and logs name both.
         let mut key = format!("{namespace}\nscaledObject={name}");
         for (k, v) in &used {
             key.push_str(&format!("\n{k}={v}"));
         }
+        let serve_mode = if serve_mode_on {
+            if activator.is_none() {
+                return Err(bad("serveMode", "needs activatorUrl"));
+            }
+            let url = get("serviceUrl")
+                .map(|u| address::service_url(u).map_err(|e| bad("serviceUrl", e)))
+                .transpose()?;
+            let service_port = get("servicePort")
+                .map(|p| address::service_port(p).map_err(|e| bad("servicePort", e)))
+                .transpose()?;
+            Some(ServeMode {
+                namespace: namespace.clone(),
+                service,
+                url,
+                service_port,
+                activator_port: given_port("activatorPort")?,
+                max_held: given_count("maxHeld")?,
+                hold_timeout_s: given_seconds("holdTimeoutSeconds")?,
+                settle_s: seconds("serveModeSettleSeconds")?,
+                scaled_object: name.to_owned(),
+                trigger: trigger_id(&key),
+            })
+        } else {
+            for k in [
+                "servicePort",
+                "activatorPort",
+                "maxHeld",
+                "holdTimeoutSeconds",
+            ] {
+                if get(k).is_some() {
+                    return Err(bad(k, "a serve mode key: set serveMode: \"true\""));
+                }
+            }
+            None
+        };
         Ok(TargetSpec {
             namespace,
             name: name.to_owned(),
@@ -344,10 +389,7 @@ impl TargetSpec {
     /// a port) differ here, so each has its own series; the collector's start is logged with
     /// it and the key.
     pub fn trigger_id(&self) -> String {
-        let hash = self.key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-        format!("{:012x}", hash >> 16)
+        trigger_id(&self.key)
     }
 
     /// The labels of the trigger's own series on the scaler's `/metrics`: the ScaledObject, the
@@ -446,10 +488,35 @@ mod tests {
             pairs.extend_from_slice(extra);
             TargetSpec::from_metadata("chat", "llm", &meta(&pairs), &allowed)
         };
-        let m = with(&[]).unwrap().serve_mode.unwrap();
+        let read = with(&[]).unwrap();
+        assert_eq!(read.activator.as_ref().unwrap().host, "chat.llm.svc");
+        let m = read.serve_mode.unwrap();
         assert_eq!(
             (m.service.as_str(), m.activator_port, m.settle_s, m.url),
-            ("chat", 8080, 30.0, None)
+            ("chat", None, 30.0, None)
+        );
+        assert_eq!(
+            (m.max_held, m.hold_timeout_s, m.service_port),
+            (None, None, None)
+        );
+        assert_eq!((m.scaled_object.as_str(), m.trigger.len()), ("chat", 12));
+        let m = with(&[
+            ("servicePort", "http"),
+            ("activatorPort", "8080"),
+            ("maxHeld", "50"),
+            ("holdTimeoutSeconds", "120"),
+        ])
+        .unwrap()
+        .serve_mode
+        .unwrap();
+        assert_eq!(
+            (
+                m.service_port.as_deref(),
+                m.activator_port,
+                m.max_held,
+                m.hold_timeout_s
+            ),
+            (Some("http"), Some(8080), Some(50), Some(120.0))
         );
         let m = with(&[
             ("service", "chat-svc"),
@@ -467,6 +534,9 @@ mod tests {
             (("activatorPort", "0"), "activatorPort"),
             (("serveModeSettleSeconds", "-1"), "serveModeSettleSeconds"),
             (("service", "Chat_Svc"), "service"),
+            (("servicePort", "Http Port"), "servicePort"),
+            (("maxHeld", "0"), "maxHeld"),
+            (("holdTimeoutSeconds", "0"), "holdTimeoutSeconds"),
         ] {
             let e = with(&[bad]).unwrap_err();
             assert_eq!(e.key, key, "{bad:?}: {e}");
@@ -477,6 +547,8 @@ mod tests {
             .unwrap()
             .serve_mode
             .is_none());
+        let e = spec(&[("threshold", "24"), ("maxHeld", "5")]).unwrap_err();
+        assert_eq!(e.key, "maxHeld", "a serve mode key without serve mode: {e}");
     }
 
     #[test]

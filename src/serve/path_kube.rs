@@ -4,87 +4,518 @@
 //! kube-proxy and every EndpointSlice reader count it for the Service) and managed by
 //! `infscale.io` (so the EndpointSlice controller leaves it alone, and the activator never counts
 //! it as a replica), owned by the Service (deleted with it). It lists the ready activator pods,
-//! those behind `activatorUrl`'s Service, at `activatorPort` under each of the Service's port
-//! names, so any Service port reaches the activator. It is written by server-side apply (the same
-//! call creates and updates it) and deleted when the activator leaves the path; a delete of a
-//! slice already gone is no error. It is written only in the ScaledObject's namespace, for the
+//! those behind `activatorUrl`'s Service, under the name of the Service port clients call
+//! (`servicePort`, else the Service's first), at a port of the model's own: kube-proxy then
+//! sends the Service's connections to the activator at that port, and the port tells the
+//! activator which model a request is for whatever name, address or `Host` the client used.
+//! The activator learns the model from the slice itself ([`crate::activator::learn`]); its
+//! annotations carry the trigger's bounds (`maxHeld`, `holdTimeoutSeconds`).
+//!
+//! The model's port comes from `serve --activator-ports`: the one the model's slice already
+//! has, else the first free one from a hash of `NAMESPACE/SERVICE`, skipping ports other
+//! Services' slices name. Before a slice sends clients to an activator pod, that pod is asked
+//! at that port whether the port places this model (a probe naming the model): a pod that has
+//! not learned the slice yet is listed not ready (kube-proxy sends it nothing), and the slice is
+//! written again once it answers; a pod that says the port is another model's makes this model
+//! move to another port. With `activatorPort` the model shares that port, placed by its names.
+//!
+//! One writer per Service: the trigger that holds the Service's lease ([`super::lease`])
+//! writes; every other trigger naming the Service (another `serve` replica, another
+//! ScaledObject) only observes. The slice is written by server-side apply (the same call
+//! creates and updates it) and deleted when the activator leaves the path; a delete of a slice
+//! already gone is no error. It is written only in the ScaledObject's namespace, for the
 //! Service the trigger names.
 
 use super::activators::Members;
+use super::lease::{self, Keeper, LeaseSettings, Role};
 use super::metadata::ServeMode;
-use super::path::PathWriter;
-use crate::edge::slices::{self, managed_for, INFSCALE, MANAGED_BY, SERVICE_NAME};
+use super::path::{PathSession, PathWriter, WriteError, Wrote};
+use crate::activator::proxy::{ACTIVATOR_HEADER, MODEL_HEADER, PROBE_HEADER};
+use crate::edge::slices::{
+    self, managed_for, HOLD_TIMEOUT_ANNOTATION, INFSCALE, MANAGED_BY, MAX_HELD_ANNOTATION,
+    SERVICE_NAME,
+};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::Api;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
+use std::time::Duration;
 
 /// The field manager of infscale's writes.
 const MANAGER: &str = "infscale";
+
+/// One direct probe of an activator pod's timeout.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Ports tried for a model in one write before it waits for the next.
+const MOVES_PER_WRITE: usize = 4;
+
+/// How often, and how many times, the activator pods are asked again after a slice they have
+/// not learned yet was written (a watch event away: milliseconds).
+const LEARN_POLL: Duration = Duration::from_millis(100);
+const LEARN_POLLS: usize = 10;
 
 /// The name of infscale's slice for a Service.
 pub fn slice_name(service: &str) -> String {
     format!("{service}-infscale")
 }
 
+/// How serve mode places models on the activator, and who writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeModeSettings {
+    /// The ports a model may be given (the activator's `--model-ports`).
+    pub ports: RangeInclusive<u16>,
+    /// The leases that make one writer per Service; `None`: every trigger writes.
+    pub lease: Option<LeaseSettings>,
+}
+
+impl Default for ServeModeSettings {
+    fn default() -> Self {
+        ServeModeSettings {
+            ports: crate::activator::learn::DEFAULT_MODEL_PORTS,
+            lease: Some(LeaseSettings::default()),
+        }
+    }
+}
+
 /// Writes serve-mode slices through the Kubernetes API.
 pub struct KubePaths {
     pub client: kube::Client,
+    pub settings: ServeModeSettings,
 }
 
 impl PathWriter for KubePaths {
-    fn write<'a>(
-        &'a self,
-        mode: &'a ServeMode,
-        activator: Option<&'a Members>,
-        in_path: bool,
-    ) -> BoxFuture<'a, Result<Option<String>, String>> {
-        Box::pin(async move {
-            let slices: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &mode.namespace);
-            let name = slice_name(&mode.service);
-            if !in_path {
-                return match slices.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => Ok(None),
-                    Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-                    Err(e) => Err(format!("deleting EndpointSlice {name}: {e}")),
-                };
-            }
-            let services: Api<Service> = Api::namespaced(self.client.clone(), &mode.namespace);
-            let service = services
-                .get(&mode.service)
-                .await
-                .map_err(|e| format!("reading Service {}: {e}", mode.service))?;
-            let addresses = activator_addresses(&self.client, activator).await?;
-            if addresses.is_empty() {
-                return Err("no ready activator pod to put in the path".to_owned());
-            }
-            let slice = slice_for(mode, &service, &addresses);
-            slices
-                .patch(
-                    &name,
-                    &PatchParams::apply(MANAGER).force(),
-                    &Patch::Apply(&slice),
-                )
-                .await
-                .map_err(|e| format!("writing EndpointSlice {name}: {e}"))?;
-            let port = service
-                .spec
-                .as_ref()
-                .and_then(|s| s.ports.as_ref())
-                .and_then(|p| p.first())
-                .map_or(80, |p| p.port);
-            Ok(Some(mode.url.clone().unwrap_or_else(|| {
-                format!("http://{}.{}.svc:{port}", mode.service, mode.namespace)
-            })))
+    fn session(&self, mode: &ServeMode, activator: Option<Members>) -> Box<dyn PathSession> {
+        let keeper = self.settings.lease.clone().map(|settings| {
+            let annotations = BTreeMap::from([
+                (
+                    "infscale.io/service".to_owned(),
+                    format!("{}/{}", mode.namespace, mode.service),
+                ),
+                (
+                    "infscale.io/scaled-object".to_owned(),
+                    format!("{}/{}", mode.namespace, mode.scaled_object),
+                ),
+            ]);
+            let holder = settings.identity(&mode.namespace, &mode.scaled_object, &mode.trigger);
+            lease::keep(
+                self.client.clone(),
+                settings,
+                lease::lease_name(&mode.namespace, &mode.service),
+                holder,
+                annotations,
+            )
+        });
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(PROBE_TIMEOUT)
+            .build()
+            .unwrap_or_default();
+        Box::new(KubeSession {
+            client: self.client.clone(),
+            mode: mode.clone(),
+            activator,
+            ports: self.settings.ports.clone(),
+            http,
+            port: None,
+            avoid: BTreeSet::new(),
+            probe_url: mode.url.clone(),
+            keeper,
         })
     }
 }
 
-/// The slice that adds `addresses` (the activator pods) to `service`.
-pub fn slice_for(mode: &ServeMode, service: &Service, addresses: &[String]) -> EndpointSlice {
+/// One trigger's writer of its Service's slice.
+struct KubeSession {
+    client: kube::Client,
+    mode: ServeMode,
+    activator: Option<Members>,
+    ports: RangeInclusive<u16>,
+    http: reqwest::Client,
+    /// The model's port, once chosen.
+    port: Option<u16>,
+    /// Ports an activator pod said are another model's.
+    avoid: BTreeSet<u16>,
+    /// Where the Service is probed, once known.
+    probe_url: Option<String>,
+    keeper: Option<Keeper>,
+}
+
+/// What an activator pod said, asked at a port whether it places this model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// It does.
+    Holds,
+    /// The port is another model's (named when the pod said).
+    Taken(String),
+    /// It has no route for the model at all, and why.
+    NotServed(String),
+    /// No answer (not listening there yet, or down).
+    Silent(String),
+}
+
+impl PathSession for KubeSession {
+    fn write(&mut self, in_path: bool) -> BoxFuture<'_, Result<Wrote, WriteError>> {
+        Box::pin(async move {
+            let role = self
+                .keeper
+                .as_ref()
+                .map_or(Role::Writer, |k| k.role.borrow().clone());
+            match role {
+                Role::Writer | Role::Uncoordinated(_) => {}
+                Role::Observer { holder } => {
+                    if self.probe_url.is_none() {
+                        if let Ok(service) = self.service().await {
+                            self.probe_url = serving_port(&service, &self.mode)
+                                .ok()
+                                .map(|(_, port)| self.service_url(&service, port));
+                        }
+                    }
+                    return Ok(Wrote::Deferred {
+                        probe: self.probe_url.clone(),
+                        holder,
+                    });
+                }
+                Role::Unknown(why) => {
+                    return Err(WriteError::other(format!(
+                        "who writes this Service's slice is not known: {why}"
+                    )))
+                }
+            }
+            if in_path {
+                self.write_in().await
+            } else {
+                self.take_out().await.map(|()| Wrote::Done(None))
+            }
+        })
+    }
+
+    fn changed(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            match self.keeper.as_mut() {
+                Some(k) => {
+                    if k.role.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        })
+    }
+}
+
+impl KubeSession {
+    fn slices(&self) -> Api<EndpointSlice> {
+        Api::namespaced(self.client.clone(), &self.mode.namespace)
+    }
+
+    async fn service(&self) -> Result<Service, String> {
+        let services: Api<Service> = Api::namespaced(self.client.clone(), &self.mode.namespace);
+        services
+            .get(&self.mode.service)
+            .await
+            .map_err(|e| format!("reading Service {}: {e}", self.mode.service))
+    }
+
+    /// Where the Service is probed: `serviceUrl`, else its ClusterIP at `port` (what kube-proxy
+    /// balances, with no name to resolve), else (a headless Service) its DNS name.
+    fn service_url(&self, service: &Service, port: i32) -> String {
+        if let Some(url) = &self.mode.url {
+            return url.clone();
+        }
+        let ip = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.cluster_ip.as_deref())
+            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
+        match ip {
+            Some(std::net::IpAddr::V4(ip)) => format!("http://{ip}:{port}"),
+            Some(std::net::IpAddr::V6(ip)) => format!("http://[{ip}]:{port}"),
+            None => format!(
+                "http://{}.{}.svc:{port}",
+                self.mode.service, self.mode.namespace
+            ),
+        }
+    }
+
+    async fn take_out(&self) -> Result<(), WriteError> {
+        let name = slice_name(&self.mode.service);
+        match self.slices().delete(&name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(WriteError::other(format!(
+                "deleting EndpointSlice {name}: {e}"
+            ))),
+        }
+    }
+
+    async fn write_in(&mut self) -> Result<Wrote, WriteError> {
+        let service = self.service().await.map_err(WriteError::other)?;
+        let (port_name, service_port) =
+            serving_port(&service, &self.mode).map_err(WriteError::other)?;
+        self.probe_url = Some(self.service_url(&service, service_port));
+        let addresses = activator_addresses(&self.client, self.activator.as_ref())
+            .await
+            .map_err(WriteError::other)?;
+        if addresses.is_empty() {
+            return Err(WriteError::other(
+                "no ready activator pod to put in the path",
+            ));
+        }
+        let model = format!("{}/{}", self.mode.namespace, self.mode.service);
+        let mut verdicts = Vec::new();
+        let mut port = 0;
+        for _ in 0..MOVES_PER_WRITE {
+            port = match self.mode.activator_port {
+                Some(p) => p,
+                None => self.model_port().await.map_err(WriteError::other)?,
+            };
+            verdicts = self.ask(&addresses, port, &model).await;
+            if !verdicts.contains(&Verdict::Holds) {
+                // No pod holds the model here yet: it learns the model from the slice, so the
+                // slice goes first, naming every pod not ready (kube-proxy sends them nothing),
+                // and the pods are asked again as they take it.
+                let none: Vec<(String, bool)> =
+                    addresses.iter().map(|a| (a.clone(), false)).collect();
+                self.apply(&service, port_name.clone(), port, &none).await?;
+                for _ in 0..LEARN_POLLS {
+                    tokio::time::sleep(LEARN_POLL).await;
+                    verdicts = self.ask(&addresses, port, &model).await;
+                    if verdicts
+                        .iter()
+                        .any(|v| matches!(v, Verdict::Holds | Verdict::Taken(_)))
+                    {
+                        break;
+                    }
+                }
+            }
+            let taken = verdicts.iter().any(|v| matches!(v, Verdict::Taken(_)));
+            if !taken || self.mode.activator_port.is_some() {
+                break;
+            }
+            // Another model's port: move.
+            tracing::info!(service = %self.mode.service, port, "serve mode: an activator pod says this port is another model's; moving");
+            self.avoid.insert(port);
+            self.port = None;
+        }
+        let ready: Vec<(String, bool)> = addresses
+            .iter()
+            .zip(&verdicts)
+            .map(|(a, v)| (a.clone(), *v == Verdict::Holds))
+            .collect();
+        self.apply(&service, port_name, port, &ready).await?;
+        if ready.iter().any(|(_, r)| *r) {
+            return Ok(Wrote::Done(self.probe_url.clone()));
+        }
+        let said: Vec<String> = addresses
+            .iter()
+            .zip(&verdicts)
+            .take(3)
+            .map(|(a, v)| match v {
+                Verdict::Holds => format!("{a}: holds it"),
+                Verdict::Taken(owner) => format!("{a}: the port is {owner}'s"),
+                Verdict::NotServed(why) => format!("{a}: {why}"),
+                Verdict::Silent(why) => format!("{a}: {why}"),
+            })
+            .collect();
+        Err(WriteError {
+            why: crate::limits::cut(
+                &format!(
+                    "no activator pod holds {model} at port {port} (does the activator serve \
+                     namespace {}? see its /routes): {}",
+                    self.mode.namespace,
+                    said.join("; ")
+                ),
+                crate::limits::ERROR_TEXT_BYTES,
+            ),
+            no_route: true,
+        })
+    }
+
+    /// What each activator pod says of `model` at `port`.
+    async fn ask(&self, addresses: &[String], port: u16, model: &str) -> Vec<Verdict> {
+        futures::future::join_all(
+            addresses
+                .iter()
+                .map(|a| verdict(&self.http, a, port, model)),
+        )
+        .await
+    }
+
+    /// Writes the slice naming `addresses` (each ready or not) at `port`.
+    async fn apply(
+        &self,
+        service: &Service,
+        port_name: Option<String>,
+        port: u16,
+        addresses: &[(String, bool)],
+    ) -> Result<(), WriteError> {
+        let name = slice_name(&self.mode.service);
+        let slice = slice_for(&self.mode, service, port_name, port, addresses);
+        self.slices()
+            .patch(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&slice),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| WriteError::other(format!("writing EndpointSlice {name}: {e}")))
+    }
+
+    /// The model's port: the one chosen before, or the one its slice names (a scaler that
+    /// restarted), or the first free one from the model's hash.
+    async fn model_port(&mut self) -> Result<u16, String> {
+        if let Some(p) = self.port {
+            return Ok(p);
+        }
+        let ours = slice_name(&self.mode.service);
+        if let Ok(Some(slice)) = self.slices().get_opt(&ours).await {
+            let named = slice_port(&slice).filter(|p| {
+                slices::infscales(&slice) && self.ports.contains(p) && !self.avoid.contains(p)
+            });
+            if let Some(p) = named {
+                self.port = Some(p);
+                return Ok(p);
+            }
+        }
+        // Ports other Services' slices name, in every namespace.
+        let all: Api<EndpointSlice> = Api::all(self.client.clone());
+        let list = all
+            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={INFSCALE}")))
+            .await
+            .map_err(|e| format!("listing infscale's EndpointSlices: {e}"))?;
+        let taken: BTreeSet<u16> = list
+            .items
+            .iter()
+            .filter(|s| {
+                let labels = s.metadata.labels.as_ref();
+                let service = labels.and_then(|l| l.get(SERVICE_NAME));
+                !(s.metadata.namespace.as_deref() == Some(&self.mode.namespace)
+                    && service == Some(&self.mode.service))
+            })
+            .filter_map(slice_port)
+            .collect();
+        let p = first_free(
+            &self.ports,
+            &format!("{}/{}", self.mode.namespace, self.mode.service),
+            |p| taken.contains(&p) || self.avoid.contains(&p),
+        )
+        .ok_or_else(|| {
+            format!(
+                "no free activator port in {}-{}",
+                self.ports.start(),
+                self.ports.end()
+            )
+        })?;
+        self.port = Some(p);
+        Ok(p)
+    }
+}
+
+/// A slice's first port.
+fn slice_port(slice: &EndpointSlice) -> Option<u16> {
+    slice
+        .ports
+        .as_ref()?
+        .first()?
+        .port
+        .and_then(|p| u16::try_from(p).ok())
+}
+
+/// The first port of `range`, from where `model`'s hash falls, that `taken` does not hold.
+fn first_free(
+    range: &RangeInclusive<u16>,
+    model: &str,
+    taken: impl Fn(u16) -> bool,
+) -> Option<u16> {
+    let (lo, hi) = (u32::from(*range.start()), u32::from(*range.end()));
+    if lo > hi {
+        return None;
+    }
+    let len = hi - lo + 1;
+    let hash = model.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    (0..len)
+        .map(|i| (lo + (hash % len + i) % len) as u16)
+        .find(|p| !taken(*p))
+}
+
+/// The Service port clients call: the one `servicePort` names (by name or number), else the
+/// first; its name (as the slice's port is named) and number (where the Service is probed).
+fn serving_port(service: &Service, mode: &ServeMode) -> Result<(Option<String>, i32), String> {
+    let ports = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let found = match &mode.service_port {
+        None => ports.first(),
+        Some(want) => ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some(want.as_str()) || p.port.to_string() == *want),
+    };
+    match found {
+        Some(p) => Ok((p.name.clone(), p.port)),
+        None => Err(match &mode.service_port {
+            Some(want) => format!("Service {} has no port {want:?}", mode.service),
+            None => format!("Service {} has no port", mode.service),
+        }),
+    }
+}
+
+/// Asks the activator pod at `address` whether `port` places `model`.
+async fn verdict(http: &reqwest::Client, address: &str, port: u16, model: &str) -> Verdict {
+    let answer = http
+        .get(format!("http://{address}:{port}/"))
+        .header(PROBE_HEADER, "1")
+        .header(MODEL_HEADER, model)
+        .send()
+        .await;
+    let r = match answer {
+        Ok(r) => r,
+        Err(e) => return Verdict::Silent(crate::edge::source::cause(&e).to_string()),
+    };
+    if !r.headers().contains_key(ACTIVATOR_HEADER) {
+        return Verdict::Silent(format!(
+            "HTTP status {} from something not the activator",
+            r.status()
+        ));
+    }
+    let owner = r
+        .headers()
+        .get(MODEL_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match r.status().as_u16() {
+        200..=299 => Verdict::Holds,
+        409 => Verdict::Taken(owner.unwrap_or_else(|| "another model".to_owned())),
+        s => {
+            let text = r.text().await.unwrap_or_default();
+            let why = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| format!("HTTP status {s}"));
+            Verdict::NotServed(crate::limits::cut(&why, crate::limits::FAILURE_TEXT_BYTES))
+        }
+    }
+}
+
+/// The slice that adds the activator pods `addresses` (each ready or not) to `service` under
+/// its port `port_name`, at `port`.
+pub fn slice_for(
+    mode: &ServeMode,
+    service: &Service,
+    port_name: Option<String>,
+    port: u16,
+    addresses: &[(String, bool)],
+) -> EndpointSlice {
     let labels = BTreeMap::from([
         (SERVICE_NAME.to_owned(), mode.service.clone()),
         (MANAGED_BY.to_owned(), INFSCALE.to_owned()),
@@ -93,6 +524,16 @@ pub fn slice_for(mode: &ServeMode, service: &Service, addresses: &[String]) -> E
             "infscale".to_owned(),
         ),
     ]);
+    let mut annotations = BTreeMap::from([(
+        "infscale.io/scaled-object".to_owned(),
+        mode.scaled_object.clone(),
+    )]);
+    if let Some(n) = mode.max_held {
+        annotations.insert(MAX_HELD_ANNOTATION.to_owned(), n.to_string());
+    }
+    if let Some(s) = mode.hold_timeout_s {
+        annotations.insert(HOLD_TIMEOUT_ANNOTATION.to_owned(), s.to_string());
+    }
     let owner = service.metadata.uid.clone().map(|uid| OwnerReference {
         api_version: "v1".into(),
         kind: "Service".into(),
@@ -100,40 +541,31 @@ pub fn slice_for(mode: &ServeMode, service: &Service, addresses: &[String]) -> E
         uid,
         ..OwnerReference::default()
     });
-    let names: Vec<Option<String>> = service
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_ref())
-        .map(|ports| ports.iter().map(|p| p.name.clone()).collect())
-        .unwrap_or_else(|| vec![None]);
     EndpointSlice {
         metadata: ObjectMeta {
             name: Some(slice_name(&mode.service)),
             namespace: Some(mode.namespace.clone()),
             labels: Some(labels),
+            annotations: Some(annotations),
             owner_references: owner.map(|o| vec![o]),
             ..ObjectMeta::default()
         },
         address_type: "IPv4".into(),
-        ports: Some(
-            names
-                .into_iter()
-                .map(|name| EndpointPort {
-                    name,
-                    port: Some(i32::from(mode.activator_port)),
-                    protocol: Some("TCP".into()),
-                    ..EndpointPort::default()
-                })
-                .collect(),
-        ),
+        ports: Some(vec![EndpointPort {
+            name: port_name,
+            port: Some(i32::from(port)),
+            protocol: Some("TCP".into()),
+            ..EndpointPort::default()
+        }]),
         endpoints: Some(
             addresses
                 .iter()
-                .map(|a| Endpoint {
+                .map(|(a, ready)| Endpoint {
                     addresses: vec![a.clone()],
                     conditions: Some(EndpointConditions {
-                        ready: Some(true),
-                        ..EndpointConditions::default()
+                        ready: Some(*ready),
+                        serving: Some(*ready),
+                        terminating: Some(false),
                     }),
                     ..Endpoint::default()
                 })
@@ -195,21 +627,28 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
 
-    #[test]
-    fn the_slice_names_every_activator_under_every_service_port() {
-        let mode = ServeMode {
+    fn mode() -> ServeMode {
+        ServeMode {
             namespace: "llm".into(),
             service: "chat".into(),
             url: None,
-            activator_port: 8080,
+            service_port: None,
+            activator_port: None,
+            max_held: Some(50),
+            hold_timeout_s: None,
             settle_s: 30.0,
-        };
+            scaled_object: "chat".into(),
+            trigger: "0123456789ab".into(),
+        }
+    }
+
+    fn service() -> Service {
         let port = |name: &str, port: i32| ServicePort {
             name: Some(name.into()),
             port,
             ..ServicePort::default()
         };
-        let service = Service {
+        Service {
             metadata: ObjectMeta {
                 name: Some("chat".into()),
                 uid: Some("u-1".into()),
@@ -220,13 +659,23 @@ mod tests {
                 ..ServiceSpec::default()
             }),
             ..Service::default()
-        };
-        let addresses = ["10.0.0.7".to_owned(), "10.0.0.8".to_owned()];
-        let s = slice_for(&mode, &service, &addresses);
+        }
+    }
+
+    #[test]
+    fn the_slice_names_each_activator_at_the_models_port_under_the_serving_ports_name() {
+        let addresses = [
+            ("10.0.0.7".to_owned(), true),
+            ("10.0.0.8".to_owned(), false),
+        ];
+        let s = slice_for(&mode(), &service(), Some("http".into()), 20123, &addresses);
         let labels = s.metadata.labels.clone().unwrap_or_default();
         assert_eq!(labels[SERVICE_NAME], "chat");
         assert_eq!(labels[MANAGED_BY], INFSCALE);
         assert_eq!(s.metadata.name.as_deref(), Some("chat-infscale"));
+        let notes = s.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(notes[MAX_HELD_ANNOTATION], "50");
+        assert!(!notes.contains_key(HOLD_TIMEOUT_ANNOTATION));
         let owner = &s.metadata.owner_references.clone().unwrap_or_default()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.uid.as_str()),
@@ -239,18 +688,47 @@ mod tests {
             .into_iter()
             .map(|p| (p.name, p.port))
             .collect();
-        assert_eq!(
-            ports,
-            [
-                (Some("http".into()), Some(8080)),
-                (Some("metrics".into()), Some(8080))
-            ]
-        );
+        assert_eq!(ports, [(Some("http".into()), Some(20123))]);
         let endpoints = s.endpoints.unwrap_or_default();
-        assert_eq!(endpoints.len(), 2);
-        assert!(endpoints
+        let ready: Vec<Option<bool>> = endpoints
             .iter()
-            .all(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true)));
-        assert_eq!(endpoints[1].addresses, ["10.0.0.8"]);
+            .map(|e| e.conditions.as_ref().and_then(|c| c.ready))
+            .collect();
+        assert_eq!(ready, [Some(true), Some(false)]);
+        let serving = endpoints[1].conditions.as_ref().and_then(|c| c.serving);
+        assert_eq!(serving, Some(false), "not ready is not serving either");
+    }
+
+    #[test]
+    fn the_serving_port_is_named_by_name_or_number_else_the_first() {
+        let mut m = mode();
+        assert_eq!(
+            serving_port(&service(), &m),
+            Ok((Some("http".into()), 8000))
+        );
+        m.service_port = Some("metrics".into());
+        assert_eq!(
+            serving_port(&service(), &m),
+            Ok((Some("metrics".into()), 9000))
+        );
+        m.service_port = Some("8000".into());
+        assert_eq!(
+            serving_port(&service(), &m),
+            Ok((Some("http".into()), 8000))
+        );
+        m.service_port = Some("grpc".into());
+        assert!(serving_port(&service(), &m).unwrap_err().contains("grpc"));
+    }
+
+    #[test]
+    fn a_models_port_comes_from_its_hash_and_skips_taken_ones() {
+        let range = 20000..=20009;
+        let p = first_free(&range, "llm/chat", |_| false).unwrap();
+        assert!(range.contains(&p));
+        assert_eq!(first_free(&range, "llm/chat", |_| false), Some(p), "stable");
+        let next = first_free(&range, "llm/chat", |q| q == p).unwrap();
+        assert_ne!(next, p);
+        assert!(range.contains(&next));
+        assert_eq!(first_free(&range, "llm/chat", |_| true), None);
     }
 }

@@ -52,6 +52,8 @@ pub struct Config {
     /// Where serve mode writes the activator into a Service's path; without it, EndpointSlices
     /// through the Kubernetes API (when there is one).
     pub paths: Option<Paths>,
+    /// How serve mode places models on the activator, and who writes each Service's slice.
+    pub serve_mode: super::path_kube::ServeModeSettings,
 }
 
 /// A serve-mode [`PathWriter`] given to the scaler (the demo's Service, say).
@@ -155,6 +157,7 @@ impl Listening {
             (Some(p), _) => Some(p.0.clone()),
             (None, Some(client)) => Some(Arc::new(super::path_kube::KubePaths {
                 client: client.clone(),
+                settings: config.serve_mode.clone(),
             })),
             (None, None) => None,
         };

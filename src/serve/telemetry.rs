@@ -26,6 +26,7 @@ pub struct Telemetry {
     pub active: Family<Labels, Gauge>,
     pub cold_start: Family<Labels, Gauge<f64, AtomicU64>>,
     pub activator_up: Family<Labels, Gauge>,
+    pub activator_route: Family<Labels, Gauge>,
     pub config_errors: Family<Labels, Gauge>,
     pub deletion_cost_writes: Family<Labels, Counter>,
     pub collectors: Gauge,
@@ -48,6 +49,7 @@ impl Telemetry {
         let active = Family::<Labels, Gauge>::default();
         let cold_start = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let activator_up = Family::<Labels, Gauge>::default();
+        let activator_route = Family::<Labels, Gauge>::default();
         let config_errors = Family::<Labels, Gauge>::default();
         let deletion_cost_writes = Family::<Labels, Counter>::default();
         let collectors = Gauge::default();
@@ -83,6 +85,11 @@ impl Telemetry {
             activator_up.clone(),
         );
         registry.register(
+            "activator_route",
+            "Serve mode: whether an activator pod holds the trigger's model at the port its slice names (1), or none does (0: the target is never let go idle)",
+            activator_route.clone(),
+        );
+        registry.register(
             "config_errors",
             "Trigger metadata that does not fit what the pods serve (key, and what was seen)",
             config_errors.clone(),
@@ -106,6 +113,7 @@ impl Telemetry {
             active,
             cold_start,
             activator_up,
+            activator_route,
             config_errors,
             deletion_cost_writes,
             collectors,
@@ -221,6 +229,13 @@ impl TriggerSeries {
         counter
     }
 
+    pub fn activator_route(&self, routed: bool) {
+        let t = &self.telemetry;
+        t.activator_route
+            .get_or_create(&self.labels)
+            .set(i64::from(routed));
+    }
+
     pub fn activator_up(&self, up: bool) {
         let t = &self.telemetry;
         t.activator_up
@@ -238,6 +253,7 @@ impl Drop for TriggerSeries {
         t.active.remove(&self.labels);
         t.cold_start.remove(&self.labels);
         t.activator_up.remove(&self.labels);
+        t.activator_route.remove(&self.labels);
         if let Ok(extra) = self.extra.lock() {
             for labels in extra.iter() {
                 t.scrape_errors.remove(labels);

@@ -104,14 +104,54 @@ fn clean_url(raw: &str) -> Result<Url, String> {
     Ok(url)
 }
 
-/// The Service an accepted activator URL names in `namespace`, as `(name, port, scheme)`.
-pub fn service_of(url: &str, namespace: &str) -> Option<(String, u16, String)> {
+/// The Service a checked activator URL names, `(namespace, name, port, scheme)`, when its host
+/// is `NAME.NAMESPACE.svc` or `NAME.NAMESPACE.svc.cluster.local` (in the ScaledObject's namespace,
+/// or one the scaler was started with: [`AllowedActivators::check`] took it): every ready pod
+/// behind it is then followed, not one that kube-proxy picks.
+pub fn service_named(url: &str) -> Option<(String, String, u16, String)> {
     let url = Url::parse(url).ok()?;
-    if !in_namespace(&url, namespace) {
+    let Some(Host::Domain(host)) = url.host() else {
+        return None;
+    };
+    let labels: Vec<&str> = host.split('.').collect();
+    let (name, ns) = match labels.as_slice() {
+        [name, ns, "svc"] | [name, ns, "svc", "cluster", "local"] => (*name, *ns),
+        _ => return None,
+    };
+    if !in_namespace(&url, ns) {
         return None;
     }
-    let name = url.host_str()?.split('.').next()?.to_owned();
-    Some((name, url.port_or_known_default()?, url.scheme().to_owned()))
+    Some((
+        ns.to_owned(),
+        name.to_owned(),
+        url.port_or_known_default()?,
+        url.scheme().to_owned(),
+    ))
+}
+
+/// A `servicePort`: a Service port's name (a DNS label of at most 15 characters, as Kubernetes
+/// names ports) or its number.
+pub fn service_port(raw: &str) -> Result<String, String> {
+    let v = raw.trim();
+    if let Ok(n) = v.parse::<u16>() {
+        return if n > 0 {
+            Ok(n.to_string())
+        } else {
+            Err("port 0 is no port".to_owned())
+        };
+    }
+    let ok = !v.is_empty()
+        && v.len() <= 15
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !v.starts_with('-')
+        && !v.ends_with('-')
+        && v.bytes().any(|b| b.is_ascii_lowercase());
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(format!("{raw:?} is neither a port's name nor its number"))
+    }
 }
 
 /// `NAME.NAMESPACE.svc` or `NAME.NAMESPACE.svc.cluster.local`, in `namespace`.

@@ -14,6 +14,8 @@ pub enum TargetKind {
     Port,
     /// A number of seconds within `[min, max]`.
     Seconds { min: f64, max: f64 },
+    /// A whole number within `[min, max]`.
+    Count { min: u64, max: u64 },
     /// true or false.
     Flag,
 }
@@ -82,6 +84,30 @@ impl TargetKey {
         }
         Ok(x)
     }
+}
+
+impl TargetKey {
+    /// A count value of this key, within its bounds; the error names the key.
+    pub fn count(&self, v: &str) -> Result<u64, MetadataError> {
+        let TargetKind::Count { min, max } = self.kind else {
+            return Err(bad(self.name, format!("{v:?} is not a count")));
+        };
+        let n: u64 = v
+            .trim()
+            .parse()
+            .map_err(|_| bad(self.name, format!("{v:?} is not a whole number")))?;
+        if n < min || n > max {
+            return Err(bad(self.name, format!("{n} is outside {min}..{max}")));
+        }
+        Ok(n)
+    }
+}
+
+/// The count value `v` of the key `name`.
+pub fn count(name: &str, v: &str) -> Result<u64, MetadataError> {
+    key(name)
+        .ok_or_else(|| bad(name, "not a target key"))?
+        .count(v)
 }
 
 /// The port value `v` of the key `name`.
@@ -163,7 +189,9 @@ pub const TARGET_KEYS: &[TargetKey] = &[
         TargetKind::Text,
         "",
         "the host whose counts in the activator's `/queue` are this target's; without it, \
-         `deployment`",
+         `SERVICE.NAMESPACE.svc` in serve mode (the key the activator counts a model it learned \
+         from serve's slice under), else `deployment`. A host the activator has no route for is \
+         an error, never zero held",
     ),
     target_key(
         "serveMode",
@@ -185,13 +213,43 @@ pub const TARGET_KEYS: &[TargetKey] = &[
         TargetKind::Text,
         "",
         "serve mode: where the activator is probed through the Service; without it, \
-         `http://SERVICE.NAMESPACE.svc:PORT` at the Service's first port",
+         `http://SERVICE.NAMESPACE.svc:PORT` at `servicePort`",
+    ),
+    target_key(
+        "servicePort",
+        TargetKind::Text,
+        "",
+        "serve mode: the Service port (its name, or its number) clients call the model on, the \
+         one the activator joins and sends held requests to; without it, the Service's first",
     ),
     target_key(
         "activatorPort",
         TargetKind::Port,
-        "8080",
-        "serve mode: the port the activator pods take client requests on",
+        "",
+        "serve mode: the port the activator pods take this model's requests on, where it then \
+         places them by their `Host`; without it, `serve` gives the model a port of its own \
+         (`serve --activator-ports`), so the port names the model whatever name or address \
+         the client used",
+    ),
+    target_key(
+        "maxHeld",
+        TargetKind::Count {
+            min: 1,
+            max: 1_000_000,
+        },
+        "",
+        "serve mode: requests the activator holds at once for this model before it answers 503; \
+         without it, the activator's `--max-held` (which also caps it)",
+    ),
+    target_key(
+        "holdTimeoutSeconds",
+        TargetKind::Seconds {
+            min: 1.0,
+            max: 3600.0,
+        },
+        "",
+        "serve mode: how long the activator holds a request for this model before it answers \
+         504; without it, the activator's `--hold-timeout` (which also caps it)",
     ),
     target_key(
         "serveModeSettleSeconds",
@@ -249,6 +307,7 @@ mod tests {
                 TargetKind::Port => assert!(a.port(a.default).is_ok(), "{}", a.name),
                 TargetKind::Seconds { .. } => assert!(a.seconds(a.default).is_ok(), "{}", a.name),
                 TargetKind::Flag => assert!(["true", "false"].contains(&a.default)),
+                TargetKind::Count { .. } => assert!(a.count(a.default).is_ok(), "{}", a.name),
                 TargetKind::Text => {}
             }
         }

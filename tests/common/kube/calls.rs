@@ -30,7 +30,8 @@ impl Call {
         serde_json::from_str(&self.body).unwrap_or_default()
     }
 
-    /// `(apiGroup, resource, verb)` as RBAC names it; `None` for non-resource paths.
+    /// `(apiGroup, resource, verb)` as RBAC names it (a POST is `create`, a PUT `update`);
+    /// `None` for non-resource paths.
     pub fn rbac(&self) -> Option<(String, String, String)> {
         let parts: Vec<&str> = self.path.trim_start_matches('/').split('/').collect();
         let (group, rest) = match parts.as_slice() {
@@ -50,6 +51,10 @@ impl Call {
             ("GET", None) => "list",
             ("GET", Some(_)) => "get",
             ("PATCH", _) => "patch",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("DELETE", Some(_)) => "delete",
+            ("DELETE", None) => "deletecollection",
             (m, _) => return Some((group.into(), resource.into(), m.to_lowercase())),
         };
         let resource = match sub {

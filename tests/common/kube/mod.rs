@@ -1,8 +1,9 @@
 //! The one Kubernetes API stand-in of the end-to-end tests, on loopback: a store of objects
-//! (pods, Deployments, Services, EndpointSlices) served as the API serves them (list and watch
-//! by label, get, server-side apply and merge patches, delete, a Deployment's scale, the pod
-//! proxy), every request recorded, and writes refused on demand. Presets put what the tests
-//! need: one model's Deployment and pods, or the same Deployment in two namespaces.
+//! (pods, Deployments, Services, EndpointSlices, Leases) served as the API serves them (list
+//! and watch by label, get, create, replace with optimistic concurrency, server-side apply and
+//! merge patches, delete, a Deployment's scale, the pod proxy), every request recorded, writes
+//! refused on demand, and the Lease group missing on demand. Presets put what the tests need:
+//! one model's Deployment and pods, or the same Deployment in two namespaces.
 
 pub mod calls;
 pub mod objects;
@@ -123,6 +124,14 @@ impl Kube {
     /// `(apiGroup, resource, verb)` of every call, as RBAC names them.
     pub fn rbac(&self) -> BTreeSet<(String, String, String)> {
         self.calls().iter().filter_map(Call::rbac).collect()
+    }
+
+    /// Every call under `/apis/coordination.k8s.io/` so far (the lease keepers' calls), in order.
+    pub fn lease_calls(&self) -> Vec<Call> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.path.starts_with("/apis/coordination.k8s.io/"))
+            .collect()
     }
 
     /// Lists (not watches) of pods so far: each watcher's start lists first.

@@ -1,11 +1,11 @@
-//! The API stand-in's answers: `/version`; list, watch, get, patch and delete of any object in
-//! the store, by namespace or cluster-wide, lists and watches selected by equality labels; a
-//! Deployment's scale subresource; and the pod proxy.
+//! The API stand-in's answers: `/version`; list, watch, get, create, replace, patch and delete
+//! of any object in the store, by namespace or cluster-wide, lists and watches selected by
+//! equality labels; a Deployment's scale subresource; and the pod proxy.
 
 use super::proxy::proxy;
-use super::store::{Cluster, Key};
+use super::store::{kind_at, Cluster, Key, Refused};
 use super::watch::watch;
-use crate::common::http::{json, kube_not_found, kube_version, RequestHead};
+use crate::common::http::{json, kube_not_found, kube_version, respond, RequestHead};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -104,6 +104,7 @@ fn list_kind(resource: &str) -> &'static str {
         "services" => "ServiceList",
         "deployments" => "DeploymentList",
         "endpointslices" => "EndpointSliceList",
+        "leases" => "LeaseList",
         _ => "List",
     }
 }
@@ -115,6 +116,76 @@ fn status(stream: &mut TcpStream, code: u16, reason: &str, message: &str) {
         serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
             "reason": reason, "code": code, "message": message}),
     );
+}
+
+/// A create's or a replace's refusal, as the API server answers it.
+fn refused(stream: &mut TcpStream, why: Refused, resource: &str, name: &str) {
+    match why {
+        Refused::AlreadyExists => status(
+            stream,
+            409,
+            "AlreadyExists",
+            &format!("{resource} \"{name}\" already exists"),
+        ),
+        Refused::NotFound => kube_not_found(stream, name),
+        Refused::Conflict { stored, sent } => status(
+            stream,
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {resource} \"{name}\": the object has been \
+                 modified (resourceVersion {sent}, stored {stored}); please apply your changes to \
+                 the latest version and try again"
+            ),
+        ),
+    }
+}
+
+/// The body of a create or a replace at `key`, as the object to store: its kind and
+/// apiVersion those of the path when it names none, its namespace the path's. `Err` is the
+/// 400 or 422 the API server would answer.
+fn body_at(body: &[u8], key: &Key) -> Result<serde_json::Value, (u16, &'static str, String)> {
+    let Ok(mut object) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Err((400, "BadRequest", "the body is not JSON".to_owned()));
+    };
+    if !object.is_object() {
+        return Err((400, "BadRequest", "the body is not an object".to_owned()));
+    }
+    let Some(kind) = kind_at(&key.base, &key.resource) else {
+        return Err((404, "NotFound", format!("{} not found", key.resource)));
+    };
+    if object["kind"].is_null() {
+        object["kind"] = serde_json::json!(kind);
+    }
+    if object["kind"] != kind {
+        return Err((400, "BadRequest", format!("the body is not a {kind}")));
+    }
+    if object["apiVersion"].is_null() {
+        let version = key
+            .base
+            .trim_start_matches("/api/")
+            .trim_start_matches("/apis/");
+        object["apiVersion"] = serde_json::json!(version);
+    }
+    if object["metadata"]["name"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
+        return Err((422, "Invalid", "metadata.name: Required value".to_owned()));
+    }
+    match object["metadata"]["namespace"].as_str() {
+        Some(ns) if ns != key.ns => {
+            return Err((
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the \
+                 request"
+                    .to_owned(),
+            ))
+        }
+        _ => object["metadata"]["namespace"] = serde_json::json!(key.ns),
+    }
+    Ok(object)
 }
 
 /// RFC 7386: `patch` merged into `into`.
@@ -145,6 +216,10 @@ pub fn answer(cluster: &Cluster, mut stream: TcpStream, head: RequestHead, stop:
         .unwrap_or((head.target.as_str(), ""));
     if path == "/version" {
         return kube_version(&mut stream);
+    }
+    if path.starts_with("/apis/coordination.k8s.io/") && cluster.state().no_leases {
+        // An API server that does not serve a group answers its paths as any unknown path.
+        return respond(&mut stream, 404, "text/plain", b"404 page not found\n");
     }
     let Some(t) = target(path) else {
         return kube_not_found(&mut stream, path);
@@ -260,6 +335,50 @@ pub fn answer(cluster: &Cluster, mut stream: TcpStream, head: RequestHead, stop:
             drop(s);
             cluster.0 .1.notify_all();
             json(&mut stream, 200, stored);
+        }
+        ("POST", None, _) => {
+            let Some(ns) = t.ns.as_deref() else {
+                return kube_not_found(&mut stream, path);
+            };
+            let at = Key {
+                base: t.base.clone(),
+                ns: ns.to_owned(),
+                resource: t.resource.clone(),
+                name: String::new(),
+            };
+            let object = match body_at(&head.body, &at) {
+                Ok(object) => object,
+                Err((code, reason, message)) => return status(&mut stream, code, reason, &message),
+            };
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let created = cluster.state().create(object);
+            match created {
+                Ok(stored) => {
+                    cluster.0 .1.notify_all();
+                    json(&mut stream, 201, stored);
+                }
+                Err(why) => refused(&mut stream, why, &t.resource, &name),
+            }
+        }
+        ("PUT", Some(name), None) => {
+            let object = match body_at(&head.body, &key(name)) {
+                Ok(object) => object,
+                Err((code, reason, message)) => return status(&mut stream, code, reason, &message),
+            };
+            if object["metadata"]["name"] != name {
+                return status(&mut stream, 422, "Invalid", "the name is not the path's");
+            }
+            let replaced = cluster.state().replace(object);
+            match replaced {
+                Ok(stored) => {
+                    cluster.0 .1.notify_all();
+                    json(&mut stream, 200, stored);
+                }
+                Err(why) => refused(&mut stream, why, &t.resource, name),
+            }
         }
         ("DELETE", Some(name), None) => {
             let gone = cluster.state().delete(&key(name));

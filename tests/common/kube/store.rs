@@ -1,5 +1,7 @@
 //! The objects a Kubernetes API stand-in serves: every kind in one store, each change numbered
 //! by a resource version and kept as a watch event, so lists and watches see one history.
+//! Creates and replaces check what the API server checks: a create of a name taken is refused,
+//! and so is a replace of a missing object or one whose resource version has moved on.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -21,8 +23,30 @@ pub fn kind_home(kind: &str) -> Option<(&'static str, &'static str)> {
         "Service" => ("/api/v1", "services"),
         "Deployment" => ("/apis/apps/v1", "deployments"),
         "EndpointSlice" => ("/apis/discovery.k8s.io/v1", "endpointslices"),
+        "Lease" => ("/apis/coordination.k8s.io/v1", "leases"),
         _ => return None,
     })
+}
+
+/// Every kind the stand-in knows.
+const KINDS: [&str; 5] = ["Pod", "Service", "Deployment", "EndpointSlice", "Lease"];
+
+/// The kind stored at `(base, resource)`: [`kind_home`] read backwards.
+pub fn kind_at(base: &str, resource: &str) -> Option<&'static str> {
+    KINDS
+        .into_iter()
+        .find(|k| kind_home(k) == Some((base, resource)))
+}
+
+/// Why a create or a replace was refused, as the API server says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// A create of a name taken (409 `AlreadyExists`).
+    AlreadyExists,
+    /// A replace of an object that is not there (404 `NotFound`).
+    NotFound,
+    /// A replace whose resource version is not the stored one (409 `Conflict`).
+    Conflict { stored: String, sent: String },
 }
 
 impl Key {
@@ -57,6 +81,19 @@ pub struct State {
     pub refuse_writes: bool,
     /// Lists wait unanswered (an API server slow to list), until released.
     pub hold_lists: bool,
+    /// Every request under `/apis/coordination.k8s.io/` is answered 404 (an API server that
+    /// does not serve the group).
+    pub no_leases: bool,
+}
+
+/// Now, in RFC 3339 to the second, as the API server stamps `creationTimestamp`.
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 impl State {
@@ -77,6 +114,43 @@ impl State {
         self.objects.insert(key.clone(), object.clone());
         self.events.push((self.rv, kind, key, object.clone()));
         object
+    }
+
+    /// Creates `object` (a `creationTimestamp` stamped if it has none), unless one with its key
+    /// is stored.
+    pub fn create(&mut self, mut object: serde_json::Value) -> Result<serde_json::Value, Refused> {
+        if self.objects.contains_key(&Key::of(&object)) {
+            return Err(Refused::AlreadyExists);
+        }
+        if object["metadata"]["creationTimestamp"].is_null() {
+            object["metadata"]["creationTimestamp"] = serde_json::json!(now_rfc3339());
+        }
+        Ok(self.put(object))
+    }
+
+    /// Replaces the stored object with `object`'s key by `object`, as an update does: refused
+    /// when none is stored, or when `object` carries a resource version that is not the stored
+    /// one (optimistic concurrency); uid and `creationTimestamp` are kept from the stored one.
+    pub fn replace(&mut self, mut object: serde_json::Value) -> Result<serde_json::Value, Refused> {
+        let Some(stored) = self.objects.get(&Key::of(&object)) else {
+            return Err(Refused::NotFound);
+        };
+        let at = &stored["metadata"]["resourceVersion"];
+        let sent = &object["metadata"]["resourceVersion"];
+        if !sent.is_null() && sent != at {
+            return Err(Refused::Conflict {
+                stored: at.as_str().unwrap_or_default().to_owned(),
+                sent: sent
+                    .as_str()
+                    .map_or_else(|| sent.to_string(), str::to_owned),
+            });
+        }
+        for kept in ["uid", "creationTimestamp"] {
+            if !stored["metadata"][kept].is_null() {
+                object["metadata"][kept] = stored["metadata"][kept].clone();
+            }
+        }
+        Ok(self.put(object))
     }
 
     /// Removes the object at `key`; false when there was none.
@@ -146,6 +220,26 @@ impl Cluster {
         self.state().objects.get(&key).cloned()
     }
 
+    /// Every version the object `kind`/`name` in namespace `ns` was stored as, oldest first:
+    /// what a test reads when a version may not last long enough to be polled.
+    pub fn history(&self, kind: &str, ns: &str, name: &str) -> Vec<serde_json::Value> {
+        let Some((base, resource)) = kind_home(kind) else {
+            return Vec::new();
+        };
+        self.state()
+            .events
+            .iter()
+            .filter(|(_, change, k, _)| {
+                *change != "DELETED"
+                    && k.base == base
+                    && k.resource == resource
+                    && k.ns == ns
+                    && k.name == name
+            })
+            .map(|(_, _, _, v)| v.clone())
+            .collect()
+    }
+
     /// Changes the object `kind`/`name` in `ns` in place (a new resource version); false when
     /// there is none.
     pub fn edit(
@@ -180,6 +274,17 @@ impl Cluster {
     /// down), or again writes.
     pub fn refuse_writes(&self, refuse: bool) {
         self.state().refuse_writes = refuse;
+    }
+
+    /// From now on the API answers 404 to everything under `/apis/coordination.k8s.io/` (as an
+    /// API server without the group does: a plain-text 404, no Status), or serves leases again.
+    pub fn no_leases(&self, missing: bool) {
+        self.state().no_leases = missing;
+    }
+
+    /// The Lease `name` in namespace `ns`.
+    pub fn lease(&self, ns: &str, name: &str) -> Option<serde_json::Value> {
+        self.get("Lease", ns, name)
     }
 
     /// From now on every list waits unanswered (for up to 60 s), or lists are answered again:

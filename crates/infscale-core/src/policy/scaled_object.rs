@@ -17,15 +17,20 @@ pub struct Placement {
     pub namespace: String,
     /// Where KEDA reaches `infscale serve`.
     pub scaler_address: String,
-    /// The activator's admin URL, written when the policy scales to zero.
+    /// The activator's admin URL, written when the policy scales to zero (in serve mode: clients
+    /// call `service`, and the activator joins it only while the model is at zero, waking or
+    /// idle).
     pub activator_url: Option<String>,
+    /// The model's Service, in serve mode.
+    pub service: String,
     pub polling_interval_s: f64,
     /// The replicas' cold start, written as `coldStartSeconds` beside a lookahead.
     pub cold_start_s: f64,
 }
 
-/// The activator's admin URL as the shipped manifests run it: the `infscale-activator` Service
-/// in the model's own namespace (the only namespace `serve` accepts it from), admin port 9092.
+/// The activator's admin URL as the shipped manifests run it: the `infscale-activator-admin`
+/// Service in namespace `infscale`, beside `serve` (which the shipped `serve` is started to
+/// accept with `--allow-activator`), admin port 9092.
 pub fn activator_url(service: &str, namespace: &str, port: u16) -> String {
     format!("http://{service}.{namespace}.svc:{port}")
 }
@@ -158,8 +163,12 @@ pub fn render(policy: &Policy, target: &Placement) -> String {
         let _ = writeln!(out, "        {name}: \"{value}\"");
     }
     if let Some(url) = &target.activator_url {
+        // Serve mode: the model's own Service takes the activator in while it is needed; the
+        // activator learns the model from the slice serve writes, and counts it under
+        // SERVICE.NAMESPACE.svc, the key serve reads.
         let _ = writeln!(out, "        activatorUrl: {url}");
-        let _ = writeln!(out, "        activatorHost: {}", target.name);
+        let _ = writeln!(out, "        serveMode: \"true\"");
+        let _ = writeln!(out, "        service: {}", target.service);
     }
     out
 }
@@ -428,7 +437,8 @@ mod tests {
             namespace: "llm".into(),
             scaler_address: "infscale.infscale.svc:9090".into(),
             activator_url: activator
-                .then(|| activator_url("infscale-activator-admin", "llm", 9092)),
+                .then(|| activator_url("infscale-activator-admin", "infscale", 9092)),
+            service: "chat".into(),
             polling_interval_s: 30.0,
             cold_start_s: 91.0,
         }
@@ -450,7 +460,9 @@ mod tests {
             "lookaheadSeconds: \"90\"",
             "trendSeconds: \"30\"",
             "type: external-push",
-            "activatorUrl: http://infscale-activator-admin.llm.svc:9092",
+            "activatorUrl: http://infscale-activator-admin.infscale.svc:9092",
+            "serveMode: \"true\"",
+            "service: chat",
             "fallback:\n    failureThreshold: 3\n    replicas: 1\n    behavior: currentReplicasIfHigher",
         ] {
             assert!(yaml.contains(needle), "{needle} in\n{yaml}");
