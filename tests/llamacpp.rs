@@ -504,6 +504,9 @@ async fn activator_for(upstream: SocketAddr) -> (SocketAddr, SocketAddr) {
         listen: "127.0.0.1:0".parse().expect("addr"),
         admin_listen: "127.0.0.1:0".parse().expect("addr"),
         routes: vec![route],
+        reload: None,
+        learn: None,
+        namespace_cap: None,
         kube_api: None,
         limits: infscale::activator::limits::Limits {
             drain: Duration::from_secs(1),

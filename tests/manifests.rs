@@ -5,6 +5,8 @@
 //! ScaledObject has a `fallback`, and the mutual-TLS objects name what `scripts/gen-certs.sh`
 //! makes. The exact RBAC rules against the calls the code makes are in tests/security_manifests.rs.
 
+mod common;
+
 use infscale::serve::metadata::{AllowedActivators, TargetSpec};
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -260,6 +262,11 @@ fn trigger_metadata(t: &Value) -> HashMap<String, String> {
     serde_yaml::from_value(t["metadata"].clone()).unwrap()
 }
 
+/// The shipped scaler's `--allow-activator` entries, as its Deployment starts it.
+fn shipped_allowed() -> AllowedActivators {
+    common::shipped::allowed_activators()
+}
+
 /// Cross-references within one set of objects applied together; `what` names the set.
 fn check_set(what: &str, docs: &[Value]) {
     let of = |kind: &'static str| docs.iter().filter(move |d| s(&d["kind"]) == kind);
@@ -430,7 +437,7 @@ fn check_set(what: &str, docs: &[Value]) {
                 continue;
             }
             let meta = trigger_metadata(t);
-            TargetSpec::from_metadata(name(so), ns(so), &meta, &AllowedActivators::default())
+            TargetSpec::from_metadata(name(so), ns(so), &meta, &shipped_allowed())
                 .unwrap_or_else(|e| panic!("{at}: {e}"));
             assert_eq!(
                 meta.get("deployment").map(String::as_str),
@@ -476,7 +483,7 @@ fn manifests_parse_and_triggers_are_accepted() {
                     name(&v),
                     ns(&v),
                     &trigger_metadata(t),
-                    &AllowedActivators::default(),
+                    &shipped_allowed(),
                 )
                 .unwrap_or_else(|e| panic!("{at}: {e}"));
                 triggers += 1;
@@ -497,10 +504,12 @@ fn every_kustomization_renders_and_agrees_with_itself() {
     }
 }
 
-/// Every server's example, applied with the activator (`kubectl apply -k manifests/activator
-/// -n llm`): each agrees with itself, each ScaledObject's activator host is a route of the
-/// activator's routes file or of the snippet in its own file's comment, and that route's
-/// upstream is the example's Service.
+/// Every server's example, applied beside the shipped scaler and activator (`kubectl apply -k
+/// manifests/scaler`, `kubectl apply -k manifests/activator`): each agrees with itself; each
+/// ScaledObject is in serve mode for its own Service, with no route to add anywhere (the
+/// activator learns it from the slice), its activator the shipped activator's admin Service as
+/// the shipped scaler allows it, and the range of ports serve gives models the range the
+/// shipped activator takes them on.
 #[test]
 fn the_examples_agree_with_themselves_and_the_activator() {
     let examples = yaml_files(&root().join("manifests/examples"));
@@ -522,10 +531,8 @@ fn the_examples_agree_with_themselves_and_the_activator() {
     for want in ["vllm", "llamacpp", "sglang", "trtllm"] {
         assert!(servers.contains(want), "no example for {want}: {servers:?}");
     }
-    let mut activator = kustomize(&root().join("manifests/activator"));
-    for d in &mut activator {
-        d["metadata"]["namespace"] = Value::from("llm");
-    }
+    let activator = kustomize(&root().join("manifests/activator"));
+    let scaler = kustomize(&root().join("manifests/scaler"));
     // Each ScaledObject with the Deployment and Service it scales (from any example file).
     for so in all.iter().filter(|d| s(&d["kind"]) == "ScaledObject") {
         let mut set: Vec<Value> = all
@@ -541,69 +548,72 @@ fn the_examples_agree_with_themselves_and_the_activator() {
         set.push(so.clone());
         check_set(&format!("manifests/examples ({})", name(so)), &set);
     }
-    // Routes: the activator's own file, and the snippet each example carries in a comment.
-    let mut routes = Vec::new();
-    let shipped = root().join("manifests/activator/routes.yaml");
-    routes.extend(
-        infscale::activator::routes::parse(
-            "routes.yaml",
-            &std::fs::read_to_string(shipped).unwrap(),
-            "llm",
-        )
-        .unwrap(),
+    let args = |docs: &[Value], deployment: &str| -> Vec<String> {
+        let d = docs
+            .iter()
+            .find(|d| s(&d["kind"]) == "Deployment" && name(d) == deployment)
+            .unwrap_or_else(|| panic!("no Deployment {deployment}"));
+        d["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|a| s(a).to_owned())
+            .collect()
+    };
+    let flag = |args: &[String], f: &str| -> Option<String> {
+        args.windows(2).find(|w| w[0] == f).map(|w| w[1].clone())
+    };
+    let act_args = args(&activator, "infscale-activator");
+    let serve_args = args(&scaler, "infscale");
+    assert_eq!(
+        flag(&act_args, "--model-ports"),
+        flag(&serve_args, "--activator-ports"),
+        "the ports serve gives models are the ports the activator takes them on"
     );
-    for f in &examples {
-        let text = std::fs::read_to_string(f).unwrap();
-        let snippet: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("# "))
-            .skip_while(|l| !l.starts_with("  - host:"))
-            .take_while(|l| l.starts_with("  "))
-            .collect();
-        if !snippet.is_empty() {
-            let yaml = format!("routes:\n{}\n", snippet.join("\n"));
-            routes.extend(
-                infscale::activator::routes::parse(&f.display().to_string(), &yaml, "llm").unwrap(),
-            );
-        }
-    }
+    assert_eq!(flag(&act_args, "--namespaces").as_deref(), Some("all"));
+    let act_svc = activator
+        .iter()
+        .find(|d| s(&d["kind"]) == "Service" && name(d) == "infscale-activator-admin")
+        .expect("the activator's admin Service");
+    let client_svc = activator
+        .iter()
+        .find(|d| s(&d["kind"]) == "Service" && name(d) == "infscale-activator")
+        .expect("the activator's client Service");
+    let client_ports = client_svc["spec"]["ports"].as_sequence().unwrap();
+    assert!(
+        client_ports
+            .iter()
+            .all(|p| p["port"].as_u64() != Some(9092)),
+        "the admin port is on the Service clients call"
+    );
     for so in all.iter().filter(|d| s(&d["kind"]) == "ScaledObject") {
         let meta = trigger_metadata(&so["spec"]["triggers"][0]);
-        let host = &meta["activatorHost"];
-        let route = routes
-            .iter()
-            .find(|r| &r.counts_host == host)
-            .unwrap_or_else(|| panic!("ScaledObject {}: no route counts {host}", name(so)));
-        let svc = all
-            .iter()
-            .find(|d| s(&d["kind"]) == "Service" && name(d) == name(so))
-            .unwrap_or_else(|| panic!("no Service {}", name(so)));
-        let port = svc["spec"]["ports"][0]["port"].as_u64().unwrap();
-        assert_eq!(
-            route.upstream,
-            format!("http://{}.llm.svc:{port}", name(svc)),
-            "{}",
+        let spec = TargetSpec::from_metadata(name(so), ns(so), &meta, &shipped_allowed())
+            .unwrap_or_else(|e| panic!("{}: {e}", name(so)));
+        let mode = spec
+            .serve_mode
+            .unwrap_or_else(|| panic!("{}: not in serve mode", name(so)));
+        assert!(
+            all.iter()
+                .any(|d| s(&d["kind"]) == "Service" && name(d) == mode.service),
+            "{}: no Service {}",
+            name(so),
+            mode.service
+        );
+        assert!(
+            !meta.contains_key("activatorHost") && mode.activator_port.is_none(),
+            "{}: the activator's host and port are serve's to choose",
             name(so)
         );
-        let url = &meta["activatorUrl"];
-        // The admin port has a Service of its own, off the one clients are sent to.
-        let act_svc = activator
-            .iter()
-            .find(|d| s(&d["kind"]) == "Service" && name(d) == "infscale-activator-admin")
-            .expect("the activator's admin Service");
-        let client_svc = activator
-            .iter()
-            .find(|d| s(&d["kind"]) == "Service" && name(d) == "infscale-activator")
-            .expect("the activator's client Service");
-        let client_ports = client_svc["spec"]["ports"].as_sequence().unwrap();
-        assert!(
-            client_ports
-                .iter()
-                .all(|p| p["port"].as_u64() != Some(9092)),
-            "the admin port is on the Service clients call"
+        let activator = spec.activator.expect("an activator");
+        assert_eq!(
+            activator.host,
+            format!("{}.{}.svc", mode.service, ns(so)),
+            "the key the activator counts a learned model under"
         );
+        let url = &meta["activatorUrl"];
         assert!(
-            url.starts_with(&format!("http://{}.llm.svc:", name(act_svc))),
+            url.starts_with(&format!("http://{}.{}.svc:", name(act_svc), ns(act_svc))),
             "{url}"
         );
         let act_port: u64 = url.rsplit(':').next().unwrap().parse().unwrap();

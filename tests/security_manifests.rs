@@ -141,6 +141,9 @@ async fn the_activators_rbac_is_exactly_what_it_calls() {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         routes: vec![route],
+        reload: None,
+        learn: None,
+        namespace_cap: None,
         kube_api: Some(api.server.url("")),
         limits: common::model::limits(),
     })
@@ -213,6 +216,8 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         statics: std::collections::HashMap::from([("chat".to_owned(), vec![busy.url()])]),
         kube_api: Some(kube.server.url("")),
         use_kube: true,
+        // Renewed within the test, so every lease call it makes is made.
+        serve_mode: common::scaler::quick_leases(),
         ..common::scaler::config()
     })
     .await;
@@ -300,13 +305,45 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         added, opt_in,
         "manifests/scaler/rbac-serve-mode.yaml against the calls"
     );
+    // Serve mode writes EndpointSlices only: patch (server-side apply) and delete, in any
+    // namespace a model is in, so that a model in a new namespace is one applied ScaledObject.
+    let slices = |v: &str| {
+        (
+            "discovery.k8s.io".to_owned(),
+            "endpointslices".to_owned(),
+            v.to_owned(),
+        )
+    };
+    let leases = |v: &str| {
+        (
+            "coordination.k8s.io".to_owned(),
+            "leases".to_owned(),
+            v.to_owned(),
+        )
+    };
+    assert_eq!(
+        opt_in,
+        BTreeSet::from([
+            slices("delete"),
+            slices("patch"),
+            leases("create"),
+            leases("get"),
+            leases("update")
+        ])
+    );
+    // Its one-writer-per-Service leases are in the scaler's own namespace, never a model's.
     for d in docs("manifests/scaler/rbac-serve-mode.yaml") {
-        assert!(
-            !matches!(
-                d["kind"].as_str(),
-                Some("ClusterRole" | "ClusterRoleBinding")
-            ),
-            "serve mode's RBAC is namespaced only"
-        );
+        let rules = d["rules"].as_sequence().cloned().unwrap_or_default();
+        let leases = rules.iter().any(|r| {
+            r["resources"]
+                .as_sequence()
+                .is_some_and(|rs| rs.iter().any(|x| x == "leases"))
+        });
+        if leases {
+            assert_eq!(
+                d["kind"], "Role",
+                "leases are granted in the scaler's namespace only"
+            );
+        }
     }
 }

@@ -212,6 +212,9 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         routes: vec![route],
+        reload: None,
+        learn: None,
+        namespace_cap: None,
         kube_api: Some(kube.server.url("")),
         limits: infscale::activator::limits::Limits::default(),
     })

@@ -1,13 +1,15 @@
 //! What `tune` recommends is what runs: the `infscale` binary tunes single-point grids covering
 //! lookahead, trend, tolerance, windows, rate policies and scale to zero; each printed
 //! ScaledObject is read back into the policy it deploys, and its trigger metadata goes through
-//! `serve`'s own parser with the default flags (no `--allow-activator`) in the namespace layout
-//! of the shipped manifests (the activator's Service beside the model). Both must give back the
-//! policy `tune` chose.
+//! `serve`'s own parser with the flags the shipped scaler runs with (its `--allow-activator`),
+//! naming the shipped activator (its admin Service beside the scaler), in serve mode for the
+//! model's Service. Both must give back the policy `tune` chose.
+
+mod common;
 
 use infscale::scaling::scaled_object;
 use infscale::scaling::Policy;
-use infscale::serve::metadata::{AllowedActivators, TargetSpec};
+use infscale::serve::metadata::TargetSpec;
 use std::collections::HashMap;
 use std::process::Command;
 
@@ -68,28 +70,9 @@ fn tune(
     (spec, yaml)
 }
 
-/// The activator admin Service's name and port in manifests/activator.
-fn shipped_activator() -> (String, u16) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/manifests/activator/service-admin.yaml"
-    );
-    let doc: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
-    let port = doc["spec"]["ports"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "admin")
-        .and_then(|p| p["port"].as_u64())
-        .unwrap();
-    (name, port as u16)
-}
-
 #[test]
 fn every_tuned_key_reaches_serve_and_the_hpa() {
-    let (service, port) = shipped_activator();
+    let (service, namespace, port) = common::shipped::activator_admin();
     let cases = [
         ("48", "120", "60", "default", "60", "trend=45"),
         (
@@ -142,7 +125,7 @@ fn every_tuned_key_reaches_serve_and_the_hpa() {
             &deployed.name,
             &deployed.namespace,
             &metadata,
-            &AllowedActivators::default(),
+            &common::shipped::allowed_activators(),
         )
         .unwrap_or_else(|e| panic!("serve refused {spec}: {e}\n{yaml}"));
         let q = &read.policy;
@@ -167,8 +150,10 @@ fn every_tuned_key_reaches_serve_and_the_hpa() {
             let url = metadata
                 .get("activatorUrl")
                 .expect("scale to zero names the activator");
-            assert_eq!(url, &format!("http://{service}.llm.svc:{port}"));
+            assert_eq!(url, &format!("http://{service}.{namespace}.svc:{port}"));
             assert!(read.activator.is_some());
+            let mode = read.serve_mode.expect("scale to zero in serve mode");
+            assert_eq!(mode.service, "chat");
         } else {
             assert!(!metadata.contains_key("activatorUrl"));
         }

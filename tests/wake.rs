@@ -33,6 +33,9 @@ async fn a_held_request_wakes_the_deployment() {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         routes: vec![route],
+        reload: None,
+        learn: None,
+        namespace_cap: None,
         kube_api: None,
         limits: infscale::activator::limits::Limits {
             max_body: 1 << 20,
@@ -55,6 +58,7 @@ async fn a_held_request_wakes_the_deployment() {
         use_kube: true,
         scrape_via: Some(ScrapeVia::Direct),
         paths: None,
+        serve_mode: Default::default(),
         limits: infscale::serve::limits::Limits {
             max_page_bytes: 1 << 20,
             max_concurrent_scrapes: 8,

@@ -5,6 +5,7 @@
 
 pub mod activator;
 pub mod churn;
+pub mod cluster;
 pub mod faulty;
 pub mod http;
 pub mod keda;
@@ -16,6 +17,7 @@ pub mod promql;
 pub mod rbac;
 pub mod recording;
 pub mod scaler;
+pub mod shipped;
 pub mod timed;
 pub mod tls;
 

@@ -154,6 +154,9 @@ pub async fn start(spec: RouteSpec, limits: Limits) -> Running {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         routes: vec![route],
+        reload: None,
+        learn: None,
+        namespace_cap: None,
         kube_api: None,
         limits,
     })

@@ -3,7 +3,9 @@
 
 use super::keda::{client, next_push, Client};
 use infscale::serve::discovery::ScrapeVia;
+use infscale::serve::lease::LeaseSettings;
 use infscale::serve::limits::Limits;
+use infscale::serve::path_kube::ServeModeSettings;
 use infscale::serve::server::{bind, Config};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,7 +22,22 @@ pub fn config() -> Config {
         use_kube: false,
         scrape_via: Some(ScrapeVia::Direct),
         paths: None,
+        serve_mode: Default::default(),
         limits: Limits::default(),
+    }
+}
+
+/// Serve mode's settings with leases of 1 s renewed every 200 ms, in namespace `infscale`: a
+/// writer is chosen, and fails over, within a test's seconds.
+pub fn quick_leases() -> ServeModeSettings {
+    ServeModeSettings {
+        lease: Some(LeaseSettings {
+            namespace: "infscale".to_owned(),
+            duration: Duration::from_secs(1),
+            renew: Duration::from_millis(200),
+            pod: "serve-0".to_owned(),
+        }),
+        ..ServeModeSettings::default()
     }
 }
 
