@@ -8,6 +8,7 @@ pub mod churn;
 pub mod cluster;
 pub mod faulty;
 pub mod http;
+pub mod install;
 pub mod keda;
 pub mod kube;
 pub mod loopback;

@@ -182,10 +182,24 @@ pub async fn http10_post(
     path: &str,
     body: &str,
 ) -> std::io::Result<(u16, String)> {
+    http10_post_with(addr, path, body, &[]).await
+}
+
+/// [`http10_post`] with `headers` besides (never a `Host`).
+pub async fn http10_post_with(
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    headers: &[(&str, String)],
+) -> std::io::Result<(u16, String)> {
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let exchange = async {
         let mut s = tokio::net::TcpStream::connect(addr).await?;
         let request = format!(
-            "POST {path} HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            "POST {path} HTTP/1.0\r\n{extra}content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
         s.write_all(request.as_bytes()).await?;

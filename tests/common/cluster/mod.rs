@@ -39,7 +39,7 @@ pub mod stamp;
 #[allow(unused_imports)]
 pub use apply::{apply, apply_file, apply_in};
 #[allow(unused_imports)]
-pub use dns::{http10_post, Dns};
+pub use dns::{http10_post, http10_post_with, Dns};
 #[allow(unused_imports)]
 pub use endpoints::Slices;
 #[allow(unused_imports)]
