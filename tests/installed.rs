@@ -206,6 +206,14 @@ fn received(install: &Install, range: std::ops::Range<u64>) -> Vec<(u64, bool)> 
 
 const SPEED: f64 = 20.0;
 
+/// KEDA has taken Deployment `app` to zero, no pod of it is left, and the activator is in its
+/// Service's path.
+fn at_zero(install: &Install, ns: &str, app: &str) -> bool {
+    install.kube.replicas(ns, app) == Some(0)
+        && install.models.pods(ns, app).is_empty()
+        && install.in_path(ns, app)
+}
+
 fn pools(n: u8) -> Pools {
     // Each test its own loopback addresses.
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
@@ -260,7 +268,7 @@ async fn the_installed_whole_holds_every_name_through_zero_n_zero_cycles() {
     for cycle in 0..2 {
         // Idle: the activator joins the Service, then KEDA takes the last replica.
         let end = Instant::now() + Duration::from_secs(90);
-        while !(install.models.replicas("llm", "chat") == 0 && install.in_path("llm", "chat")) {
+        while !at_zero(&install, "llm", "chat") {
             assert!(
                 Instant::now() < end,
                 "cycle {cycle}: never at zero with the activator in the path\n{}",
@@ -366,4 +374,415 @@ async fn the_installed_whole_holds_every_name_through_zero_n_zero_cycles() {
     eprintln!(
         "{seq} requests by seven names through {cycles} cycles of 0 -> {peak} -> 0; none lost or refused"
     );
+}
+
+/// What `infscale tune` prints for the model `chat` in `llm`, scaling to zero: its
+/// ScaledObject, as printed.
+fn tuned_scaled_object() -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args([
+            "tune",
+            "--targets",
+            "48",
+            "--lookaheads",
+            "45",
+            "--down-windows",
+            "300",
+            "--down-policies",
+            "default",
+            "--cooldowns",
+            "60",
+            "--max-miss",
+            "100",
+            "--name",
+            "chat",
+            "--namespace",
+            "llm",
+            "--replicates",
+            "1",
+            "--held-out",
+            "0",
+        ])
+        .output()
+        .expect("run infscale tune");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = &text[text.find("apiVersion").expect("a ScaledObject")..];
+    let so: Value = serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!(so["spec"]["minReplicaCount"], 0, "{yaml}");
+    so
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tunes_scaled_object_applied_as_printed_wakes_the_model() {
+    let so = tuned_scaled_object();
+    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    docs.push(so.clone());
+    let install = Install::start(
+        pools(1),
+        &docs,
+        &[("llm", "chat")],
+        model_options(Duration::from_millis(500)),
+        Flags::default(),
+    )
+    .await;
+    // Only KEDA's own periods are compressed; the trigger is as tune printed it.
+    let keda = Keda::start(&install.cluster, &so, install.scaler_address(), SPEED);
+    let clients = Clients::new(&install, "llm", "chat");
+    let end = Instant::now() + Duration::from_secs(90);
+    while !at_zero(&install, "llm", "chat") {
+        assert!(
+            Instant::now() < end,
+            "never at zero with the activator in the path\n{}",
+            keda.report(30)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut failures = Vec::new();
+    let held_at =
+        wake_by_every_name(&install, &clients, "llm", "chat.llm.svc", 0, &mut failures).await;
+    assert!(failures.is_empty(), "{failures:?}\n{}", keda.report(30));
+    assert_eq!(held_at.len(), FORMS.len());
+    let got = received(&install, 0..FORMS.len() as u64);
+    assert_eq!(got.len(), FORMS.len(), "{got:?}");
+    assert!(got.iter().all(|(_, via)| *via), "{got:?}");
+    assert!(
+        keda.scales()
+            .iter()
+            .any(|(_, _, from, to, _)| *from == 0 && *to >= 1),
+        "KEDA woke it\n{}",
+        keda.report(30)
+    );
+}
+
+/// Installs the example with `so` and `flags`, and waits for KEDA to be told, by an
+/// `IsActive` error, what `needle` says; the target idle all along and never taken to zero.
+async fn reported(n: u8, so: Value, flags: Flags, needle: &str) -> String {
+    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    docs.push(so.clone());
+    let install = Install::start(
+        pools(n),
+        &docs,
+        &[("llm", "chat")],
+        model_options(Duration::from_millis(200)),
+        flags,
+    )
+    .await;
+    let keda = Keda::start(&install.cluster, &so, install.scaler_address(), SPEED);
+    let end = Instant::now() + Duration::from_secs(60);
+    let error = loop {
+        let said = keda
+            .is_active()
+            .into_iter()
+            .find_map(|(_, _, r)| r.err().filter(|e| e.contains(needle)));
+        if let Some(e) = said {
+            break e;
+        }
+        assert!(Instant::now() < end, "never reported\n{}", keda.report(30));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        keda.scales().iter().all(|(_, _, _, to, _)| *to >= 1),
+        "{}",
+        keda.report(30)
+    );
+    assert_eq!(install.kube.replicas("llm", "chat"), Some(1));
+    // serve's series say so, where an operator's alert reads them.
+    let mut routed = Vec::new();
+    for s in &install.scalers {
+        let page = reqwest::get(format!("http://{}/metrics", s.second))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        routed.extend(
+            page.lines()
+                .filter(|l| l.starts_with("infscale_activator_route{"))
+                .map(str::to_owned),
+        );
+    }
+    assert!(
+        !routed.is_empty() && routed.iter().all(|l| l.ends_with(" 0")),
+        "{routed:?}"
+    );
+    error
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_model_the_activator_does_not_serve_is_reported_to_keda_and_never_read_idle() {
+    let so = time_scaled(
+        doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject"),
+        SPEED,
+    );
+    // The activator serves another namespace only: it never takes llm/chat.
+    let flags = Flags {
+        activator: vec![("--namespaces", "team-x".to_owned())],
+        ..Flags::default()
+    };
+    let error = reported(2, so, flags, "no activator pod holds llm/chat").await;
+    assert!(error.contains("namespace llm"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_trigger_reading_another_key_than_the_activator_counts_under_is_reported() {
+    // What tune printed before serve mode learned its models: activatorHost the Deployment.
+    let mut so = doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject");
+    so["spec"]["triggers"][0]["metadata"]["activatorHost"] = Value::from("chat");
+    let so = time_scaled(so, SPEED);
+    let error = reported(5, so, Flags::default(), "activatorHost").await;
+    assert!(error.contains("chat.llm.svc"), "{error}");
+}
+
+/// Deployment `app` in `ns` (pods labelled `labels`) and, when `service`, its Service `app`
+/// selecting `selector`: a model as its team writes it.
+fn model_docs(ns: &str, app: &str, labels: &str, selector: &str, service: bool) -> Vec<Value> {
+    let mut yaml = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {app}, namespace: {ns}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {labels}}}\n  template:\n    metadata: {{labels: {labels}}}\n    spec:\n      containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.11.0\n          ports: [{{name: http, containerPort: 8000}}]\n"
+    );
+    if service {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {app}, namespace: {ns}}}\nspec:\n  selector: {selector}\n  ports: [{{name: http, port: 8000, targetPort: http}}]\n"
+        ));
+    }
+    serde_yaml::Deserializer::from_str(&yaml)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect()
+}
+
+/// The example's ScaledObject for Deployment `app` in `ns`, its serve mode naming Service
+/// `service`, time-scaled.
+fn scaled_object_for(ns: &str, app: &str, service: &str) -> Value {
+    let mut so = doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject");
+    so["metadata"]["name"] = Value::from(app);
+    so["metadata"]["namespace"] = Value::from(ns);
+    so["spec"]["scaleTargetRef"]["name"] = Value::from(app);
+    let m = &mut so["spec"]["triggers"][0]["metadata"];
+    m["deployment"] = Value::from(app);
+    m["service"] = Value::from(service);
+    time_scaled(so, SPEED)
+}
+
+use serde::Deserialize;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_and_a_third_model_in_two_namespaces_are_one_scaled_object_each() {
+    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let chat = time_scaled(
+        doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject"),
+        SPEED,
+    );
+    docs.push(chat.clone());
+    let install = Install::start(
+        pools(3),
+        &docs,
+        &[("llm", "chat")],
+        model_options(Duration::from_secs(1)),
+        Flags::default(),
+    )
+    .await;
+    let mut kedas = vec![Keda::start(
+        &install.cluster,
+        &chat,
+        install.scaler_address(),
+        SPEED,
+    )];
+    // Two more models, in two more namespaces: each team applies its model and its
+    // ScaledObject. Nothing of infscale's is edited or restarted.
+    for (ns, app) in [("team-b", "embed"), ("team-c", "code")] {
+        let labels = format!("{{app: {app}}}");
+        common::cluster::apply(
+            &install.cluster,
+            &model_docs(ns, app, &labels, &labels, true),
+        );
+        install.models.manage(ns, app);
+        let so = scaled_object_for(ns, app, app);
+        kedas.push(Keda::start(
+            &install.cluster,
+            &so,
+            install.scaler_address(),
+            SPEED,
+        ));
+    }
+    let mut failures = Vec::new();
+    for (i, (ns, app)) in [("llm", "chat"), ("team-b", "embed"), ("team-c", "code")]
+        .into_iter()
+        .enumerate()
+    {
+        let end = Instant::now() + Duration::from_secs(90);
+        while !at_zero(&install, ns, app) {
+            assert!(
+                Instant::now() < end,
+                "{ns}/{app} never at zero with the activator in the path\n{}",
+                kedas[i].report(20)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let clients = Clients::new(&install, ns, app);
+        let key = format!("{app}.{ns}.svc");
+        let first = 100 * i as u64;
+        wake_by_every_name(&install, &clients, ns, &key, first, &mut failures).await;
+        let got = received(&install, first..first + FORMS.len() as u64);
+        assert_eq!(got.len(), FORMS.len(), "{ns}/{app}: {got:?}");
+        assert!(got.iter().all(|(_, via)| *via), "{ns}/{app}: {got:?}");
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+    // The same two activator pods throughout, each holding the three models.
+    assert_eq!(install.activators.len(), 2);
+    for a in &install.activators {
+        let routes: serde_json::Value = reqwest::get(format!("http://{}/routes", a.second))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        // llm/chat has the shipped routes file's route, which takes its learned port.
+        let mut learned: Vec<String> = routes["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| !r["port"].is_null())
+            .filter_map(|r| r["model"].as_str().map(str::to_owned))
+            .collect();
+        learned.sort();
+        assert_eq!(
+            learned,
+            ["llm/chat", "team-b/embed", "team-c/code"],
+            "{routes}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_scalers_and_two_scaled_objects_share_one_slice_without_flapping_through_a_failover() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("infscale=info")
+        .with_test_writer()
+        .try_init();
+    // One Service, `chat`, in front of two Deployments (stable and canary), each with its own
+    // ScaledObject naming the Service; two serve pods with a 2 s lease.
+    let mut docs = model_docs(
+        "llm",
+        "chat",
+        "{app: chat, track: stable}",
+        "{app: chat}",
+        true,
+    );
+    docs.extend(model_docs(
+        "llm",
+        "chat-b",
+        "{app: chat, track: canary}",
+        "",
+        false,
+    ));
+    let (a, b) = (
+        scaled_object_for("llm", "chat", "chat"),
+        scaled_object_for("llm", "chat-b", "chat"),
+    );
+    let flags = Flags {
+        scaler: vec![("--lease-seconds", "2".to_owned())],
+        ..Flags::default()
+    };
+    let mut install = Install::start(
+        pools(4),
+        &docs,
+        &[("llm", "chat"), ("llm", "chat-b")],
+        model_options(Duration::from_millis(1500)),
+        flags,
+    )
+    .await;
+    let kedas = [
+        Keda::start(&install.cluster, &a, install.scaler_address(), SPEED),
+        Keda::start(&install.cluster, &b, install.scaler_address(), SPEED),
+    ];
+    let both_zero = |install: &Install| {
+        at_zero(install, "llm", "chat") && install.kube.replicas("llm", "chat-b") == Some(0)
+    };
+    let wait_zero = async |install: &Install, what: &str| {
+        let end = Instant::now() + Duration::from_secs(90);
+        while !both_zero(install) {
+            assert!(
+                Instant::now() < end,
+                "{what}: never both at zero\n{}\n{}",
+                kedas[0].report(20),
+                kedas[1].report(20)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    wait_zero(&install, "at first").await;
+    // Both targets idle at zero: the slice stays, written by one trigger, never deleted.
+    let deletes = |install: &Install| {
+        install
+            .kube
+            .calls()
+            .iter()
+            .filter(|c| c.method == "DELETE" && c.path.ends_with("/endpointslices/chat-infscale"))
+            .count()
+    };
+    let before = deletes(&install);
+    let end = Instant::now() + Duration::from_secs(6);
+    let mut samples = 0;
+    while Instant::now() < end {
+        assert!(
+            install.in_path("llm", "chat"),
+            "the slice went while both targets idle"
+        );
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        deletes(&install),
+        before,
+        "the slice was deleted while both idle"
+    );
+    assert!(samples > 100);
+    let lease = install
+        .cluster
+        .get("Lease", "infscale", "infscale-path.llm.chat")
+        .expect("the Service's lease");
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(holder.starts_with("infscale-"), "{lease}");
+    // Requests at zero are held and answered (both targets wake on the Service's held count).
+    let clients = Clients::new(&install, "llm", "chat");
+    let mut failures = Vec::new();
+    wake_by_every_name(&install, &clients, "llm", "chat.llm.svc", 0, &mut failures).await;
+    // The writer's pod crashes: the other takes the lease over, and a cycle later requests at
+    // zero are held and answered again.
+    let writer = install
+        .scalers
+        .iter()
+        .position(|s| holder.starts_with(&format!("{}/", s.name)))
+        .expect("the writer is a scaler pod");
+    install.remove_scaler(writer, true).await;
+    let survivor = install.scalers[1 - writer].name.clone();
+    eventually("the lease taken over", Duration::from_secs(30), || {
+        install
+            .cluster
+            .get("Lease", "infscale", "infscale-path.llm.chat")
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
+            .is_some_and(|h| h.starts_with(&format!("{survivor}/")))
+    })
+    .await;
+    wait_zero(&install, "after the failover").await;
+    wake_by_every_name(
+        &install,
+        &clients,
+        "llm",
+        "chat.llm.svc",
+        100,
+        &mut failures,
+    )
+    .await;
+    assert!(failures.is_empty(), "{failures:?}");
+    let got = received(&install, 0..200);
+    assert_eq!(got.len(), 2 * FORMS.len(), "{got:?}");
+    assert!(got.iter().all(|(_, via)| *via), "{got:?}");
 }

@@ -296,7 +296,13 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
     let mut wrong = meta("wrong");
     wrong.push(("server", "vllm".to_owned()));
     let wrong = object("wrong", &wrong);
-    for so in [&chat, &wrong] {
+    // A serve-mode trigger: its activator route series (0 here: with no Kubernetes API there
+    // is no slice to write, so no activator can hold the model).
+    let mut served = meta("chat");
+    served.push(("activatorUrl", admin.clone()));
+    served.push(("serveMode", "true".to_owned()));
+    let served = object("served", &served);
+    for so in [&chat, &wrong, &served] {
         let spec = c.get_metric_spec(so.clone()).await.expect("GetMetricSpec");
         let name = spec.into_inner().metric_specs[0].metric_name.clone();
         let _ = c.get_metrics(metrics_request(so, &name)).await;
@@ -315,6 +321,7 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
             "infscale_activator_up{",
             "infscale_target_value{",
             "infscale_target_active{",
+            "infscale_activator_route{",
             "code=\"InvalidArgument\"",
         ],
     )
@@ -324,6 +331,7 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
         &[
             "infscale_activator_held{",
             "infscale_activator_rejected_total{",
+            "infscale_activator_unrouted_total{",
         ],
     )
     .await;

@@ -687,6 +687,10 @@ pub const PROBE_HEADER: &str = "x-infscale-probe";
 /// The header on the activator's answer to a probe.
 pub const ACTIVATOR_HEADER: &str = "x-infscale-activator";
 
+/// On the answer to a probe that names a model the port places: the key `/queue` counts the
+/// model's requests under, which `serve` checks against the key it reads (`activatorHost`).
+pub const COUNTS_HEADER: &str = "x-infscale-counts";
+
 /// On a probe, the model `serve` expects the probed port to hold (`NAMESPACE/SERVICE`): before
 /// it sends a Service to an activator pod at a port, `serve` asks that pod, at that port,
 /// whether the port is that model's.
@@ -747,8 +751,20 @@ fn probe_answer<B>(
     let h = r.headers_mut();
     h.insert(ACTIVATOR_HEADER, HeaderValue::from_static("1"));
     let named = placed.or_else(|| asked.filter(|a| model_port.is_none() && table.serves(a)));
-    if let Some(v) = named.and_then(|m| HeaderValue::from_str(&m.to_string()).ok()) {
-        h.insert(MODEL_HEADER, v);
+    if let Some(m) = &named {
+        if let Ok(v) = HeaderValue::from_str(&m.to_string()) {
+            h.insert(MODEL_HEADER, v);
+        }
+        let counts = by_port.map(|s| s.route.counts_host.clone()).or_else(|| {
+            table
+                .routes
+                .iter()
+                .find(|s| s.route.model.as_ref() == Some(m))
+                .map(|s| s.route.counts_host.clone())
+        });
+        if let Some(v) = counts.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            h.insert(COUNTS_HEADER, v);
+        }
     }
     if status != StatusCode::NO_CONTENT {
         h.insert(
@@ -773,16 +789,20 @@ impl Throttle {
 
     /// `Some(left out since the last line)` when a line may be written now.
     pub fn allow(&self) -> Option<u64> {
-        use std::sync::atomic::Ordering::Relaxed;
         let started = *self.started.get_or_init(Instant::now);
         // +1 so the very first call (at 0 ms) is let through.
-        let now = started.elapsed().as_millis() as u64 + 1;
+        self.allow_at(started.elapsed().as_millis() as u64 + 1)
+    }
+
+    /// [`Throttle::allow`] at `now_ms` (above 0) on the throttle's own clock.
+    fn allow_at(&self, now_ms: u64) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
         let last = self.last_ms.load(Relaxed);
-        let due = last == 0 || now.saturating_sub(last) >= Self::EVERY.as_millis() as u64;
+        let due = last == 0 || now_ms.saturating_sub(last) >= Self::EVERY.as_millis() as u64;
         if due
             && self
                 .last_ms
-                .compare_exchange(last, now, Relaxed, Relaxed)
+                .compare_exchange(last, now_ms, Relaxed, Relaxed)
                 .is_ok()
         {
             return Some(self.suppressed.swap(0, Relaxed));
@@ -948,6 +968,20 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("content-type"));
+    }
+
+    #[test]
+    fn unplaced_requests_are_logged_once_per_span_with_the_count_left_out() {
+        let t = Throttle::default();
+        assert_eq!(t.allow_at(1), Some(0), "the first is logged");
+        assert_eq!(t.allow_at(5), None);
+        assert_eq!(t.allow_at(9_000), None);
+        assert_eq!(
+            t.allow_at(10_001),
+            Some(2),
+            "a span later, with the two left out"
+        );
+        assert_eq!(t.allow_at(10_002), None);
     }
 
     #[test]

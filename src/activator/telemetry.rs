@@ -156,6 +156,16 @@ impl Telemetry {
         for (name, help, family) in counters {
             registry.register(name, help, family.clone());
         }
+        // Counters of a fixed set of reasons exist at zero from the start: a rate over them
+        // reads 0, not nothing, before the first one.
+        for reason in ["no_host", "unknown_host", "no_path"] {
+            let l = vec![("reason".to_owned(), reason.to_owned())];
+            unrouted.get_or_create(&l);
+        }
+        for result in ["ok", "error"] {
+            let l = vec![("result".to_owned(), result.to_owned())];
+            reloads.get_or_create(&l);
+        }
         registry.register(
             "held_duration_seconds",
             "Time a request spent held before it was forwarded",

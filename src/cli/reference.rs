@@ -250,6 +250,7 @@ fn scaler_page() -> String {
     series.cold_start(90.0);
     series.write_counter("ok").inc();
     series.activator_up(true);
+    series.activator_route(true);
     telemetry.call("GetMetrics", tonic::Code::Ok);
     telemetry.render()
 }

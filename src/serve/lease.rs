@@ -38,6 +38,25 @@ const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "infscale");
 /// How long a release may take once its [`Keeper`] is dropped.
 const RELEASE_WITHIN: Duration = Duration::from_secs(2);
 
+/// Releases under way in this process, and their end: a scaler shutting down waits for them
+/// ([`releases_done`]), so a rolling update fails over at once rather than after a lease.
+static RELEASING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static RELEASED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Waits, at most `within`, until no release is under way.
+pub async fn releases_done(within: Duration) {
+    let end = Instant::now() + within;
+    loop {
+        let notified = RELEASED.notified();
+        if RELEASING.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return;
+        }
+        if tokio::time::timeout_at(end, notified).await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Who writes one Service's serve-mode slice, as this trigger's lease keeper knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
@@ -157,7 +176,12 @@ impl Drop for Keeper {
             return;
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(release.run());
+            RELEASING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            runtime.spawn(async move {
+                release.run().await;
+                RELEASING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                RELEASED.notify_waiters();
+            });
         }
     }
 }

@@ -57,6 +57,9 @@ pub struct ServeMode {
     /// Who writes: the ScaledObject and the trigger (its id), named in the Service's lease.
     pub scaled_object: String,
     pub trigger: String,
+    /// The key the trigger reads the activator's counts under (`activatorHost`): an activator
+    /// that counts the model under another holds requests no one would see.
+    pub counts_host: String,
 }
 
 /// Everything a collector needs to know about one scale target.
@@ -353,6 +356,10 @@ impl TargetSpec {
                 settle_s: seconds("serveModeSettleSeconds")?,
                 scaled_object: name.to_owned(),
                 trigger: trigger_id(&key),
+                counts_host: activator
+                    .as_ref()
+                    .map(|a| a.host.clone())
+                    .unwrap_or_default(),
             })
         } else {
             for k in [

@@ -30,7 +30,7 @@ use super::activators::Members;
 use super::lease::{self, Keeper, LeaseSettings, Role};
 use super::metadata::ServeMode;
 use super::path::{PathSession, PathWriter, WriteError, Wrote};
-use crate::activator::proxy::{ACTIVATOR_HEADER, MODEL_HEADER, PROBE_HEADER};
+use crate::activator::proxy::{ACTIVATOR_HEADER, COUNTS_HEADER, MODEL_HEADER, PROBE_HEADER};
 use crate::edge::slices::{
     self, managed_for, HOLD_TIMEOUT_ANNOTATION, INFSCALE, MANAGED_BY, MAX_HELD_ANNOTATION,
     SERVICE_NAME,
@@ -341,7 +341,7 @@ impl KubeSession {
         futures::future::join_all(
             addresses
                 .iter()
-                .map(|a| verdict(&self.http, a, port, model)),
+                .map(|a| verdict(&self.http, a, port, model, &self.mode.counts_host)),
         )
         .await
     }
@@ -470,8 +470,14 @@ fn serving_port(service: &Service, mode: &ServeMode) -> Result<(Option<String>, 
     }
 }
 
-/// Asks the activator pod at `address` whether `port` places `model`.
-async fn verdict(http: &reqwest::Client, address: &str, port: u16, model: &str) -> Verdict {
+/// Asks the activator pod at `address` whether `port` places `model`, counted under `counts`.
+async fn verdict(
+    http: &reqwest::Client,
+    address: &str,
+    port: u16,
+    model: &str,
+    counts: &str,
+) -> Verdict {
     let answer = http
         .get(format!("http://{address}:{port}/"))
         .header(PROBE_HEADER, "1")
@@ -493,8 +499,22 @@ async fn verdict(http: &reqwest::Client, address: &str, port: u16, model: &str) 
         .get(MODEL_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let counted = r
+        .headers()
+        .get(COUNTS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     match r.status().as_u16() {
-        200..=299 => Verdict::Holds,
+        200..=299 => match counted {
+            Some(c) if c != counts => Verdict::NotServed(crate::limits::cut(
+                &format!(
+                    "the activator counts {model} under {c:?}, but this trigger reads \
+                     activatorHost {counts:?}: leave activatorHost out in serve mode"
+                ),
+                crate::limits::FAILURE_TEXT_BYTES,
+            )),
+            _ => Verdict::Holds,
+        },
         409 => Verdict::Taken(owner.unwrap_or_else(|| "another model".to_owned())),
         s => {
             let text = r.text().await.unwrap_or_default();
@@ -639,6 +659,7 @@ mod tests {
             settle_s: 30.0,
             scaled_object: "chat".into(),
             trigger: "0123456789ab".into(),
+            counts_host: "chat.llm.svc".into(),
         }
     }
 

@@ -190,6 +190,14 @@ impl Registry {
         target.last_call_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
+    /// Stops every collector (shutdown): each lets go of what it holds (its Service's lease).
+    pub fn stop_all(&self) {
+        self.targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     /// Stops the collectors of targets not asked about for `idle`, and of those only a spec
     /// asked for after `spec_only`; returns how many.
     pub fn reap(&self, idle: Duration, spec_only: Duration) -> usize {

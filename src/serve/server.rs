@@ -196,7 +196,7 @@ impl Listening {
         };
         let (closing_tx, mut closing_rx) = watch::channel(false);
         let scaler = Scaler {
-            registry,
+            registry: registry.clone(),
             allowed: self.allowed,
             telemetry: telemetry.clone(),
             closing: closing_rx.clone(),
@@ -257,6 +257,9 @@ impl Listening {
             }
         };
         reaper.abort();
+        // The collectors go, and with them their leases: the other replica writes at once.
+        registry.stop_all();
+        super::lease::releases_done(std::time::Duration::from_secs(3)).await;
         if let Some(p) = probe {
             p.abort();
         }

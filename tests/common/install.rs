@@ -34,7 +34,8 @@ pub struct Flags {
     pub scaler: Vec<(&'static str, String)>,
 }
 
-/// One pod of the activator's or the scaler's Deployment, running.
+/// One pod of the activator's or the scaler's Deployment, running on a runtime of its own
+/// (a process of its own, as far as its tasks go: killing it drops every one of them at once).
 pub struct Process {
     pub ip: IpAddr,
     pub name: String,
@@ -42,26 +43,83 @@ pub struct Process {
     pub main: SocketAddr,
     pub second: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    kill: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// What a pod runs: bound, then served until its stop resolves.
+type Run = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 impl Process {
+    /// Starts `name` on a runtime of its own: `start` binds (on that runtime) and returns the
+    /// two addresses and what serves them until the given stop resolves.
+    fn spawn<F, Fut>(name: String, ip: IpAddr, start: F) -> Process
+    where
+        F: FnOnce(tokio::sync::oneshot::Receiver<()>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = (SocketAddr, SocketAddr, Run)> + Send,
+    {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("a runtime");
+                let crashed = rt.block_on(async move {
+                    let (main, second, run) = start(stopped).await;
+                    let _ = bound_tx.send((main, second));
+                    tokio::select! {
+                        _ = run => false,
+                        _ = killed => true,
+                    }
+                });
+                if crashed {
+                    // Every task dropped now, none run again: nothing is said to anyone.
+                    rt.shutdown_background();
+                }
+            })
+            .expect("a pod's thread");
+        let (main, second) = bound_rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{name} never listened"));
+        Process {
+            ip,
+            name,
+            main,
+            second,
+            stop: Some(stop),
+            kill: Some(kill),
+            thread: Some(thread),
+        }
+    }
+
     /// Stops it gracefully (SIGTERM: it answers what it holds and lets go of its leases).
     pub async fn stop(&mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        if let Some(t) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(40), t).await;
+        if let Some(t) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
     }
 
     /// Kills it: every task of it dropped at once, nothing said to anyone.
     pub fn kill(&mut self) {
-        self.stop.take();
-        if let Some(t) = self.task.take() {
-            t.abort();
+        if let Some(k) = self.kill.take() {
+            let _ = k.send(());
         }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Whether it runs.
+    pub fn running(&self) -> bool {
+        self.thread.is_some()
     }
 }
 
@@ -233,28 +291,23 @@ impl Install {
         else {
             panic!("not the activator: {args:?}");
         };
-        let bound = infscale::activator::server::bind(*config)
-            .await
-            .unwrap_or_else(|e| panic!("activator {ip}: {e}"));
-        let (main, second) = (bound.proxy_addr().unwrap(), bound.admin_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let _ = bound
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
         let name = format!("infscale-activator-{n}");
-        self.cluster.put(pod_object(deployment, &name, ip));
-        self.activators.push(Process {
-            ip,
-            name,
-            main,
-            second,
-            stop: Some(stop),
-            task: Some(task),
+        let process = Process::spawn(name.clone(), ip, move |stopped| async move {
+            let bound = infscale::activator::server::bind(*config)
+                .await
+                .unwrap_or_else(|e| panic!("activator {ip}: {e}"));
+            let (main, second) = (bound.proxy_addr().unwrap(), bound.admin_addr().unwrap());
+            let run: Run = Box::pin(async move {
+                let _ = bound
+                    .run(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+            (main, second, run)
         });
+        self.cluster.put(pod_object(deployment, &name, ip));
+        self.activators.push(process);
     }
 
     /// Runs scaler pod `n` (its IP the pool's `n`), from the shipped args with `flags` set.
@@ -289,28 +342,23 @@ impl Install {
         if let Some(lease) = config.serve_mode.lease.as_mut() {
             lease.pod = name.clone();
         }
-        let bound = infscale::serve::server::bind(*config)
-            .await
-            .unwrap_or_else(|e| panic!("serve {ip}: {e}"));
-        let main = bound.grpc_addr().unwrap();
-        let second = bound.metrics_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let _ = bound
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await;
+        let process = Process::spawn(name.clone(), ip, move |stopped| async move {
+            let bound = infscale::serve::server::bind(*config)
+                .await
+                .unwrap_or_else(|e| panic!("serve {ip}: {e}"));
+            let main = bound.grpc_addr().unwrap();
+            let second = bound.metrics_addr().unwrap();
+            let run: Run = Box::pin(async move {
+                let _ = bound
+                    .run(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+            (main, second, run)
         });
         self.cluster.put(pod_object(deployment, &name, ip));
-        self.scalers.push(Process {
-            ip,
-            name,
-            main,
-            second,
-            stop: Some(stop),
-            task: Some(task),
-        });
+        self.scalers.push(process);
     }
 
     /// Where KEDA reaches the scaler: the `infscale` Service's ClusterIP, as `scalerAddress`
@@ -325,7 +373,7 @@ impl Install {
     pub async fn held(&self, key: &str) -> u64 {
         let mut sum = 0;
         for a in &self.activators {
-            if a.task.is_none() {
+            if !a.running() {
                 continue;
             }
             let doc: serde_json::Value =
