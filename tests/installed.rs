@@ -379,40 +379,8 @@ async fn the_installed_whole_holds_every_name_through_zero_n_zero_cycles() {
 /// What `infscale tune` prints for the model `chat` in `llm`, scaling to zero: its
 /// ScaledObject, as printed.
 fn tuned_scaled_object() -> Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_infscale"))
-        .args([
-            "tune",
-            "--targets",
-            "48",
-            "--lookaheads",
-            "45",
-            "--down-windows",
-            "300",
-            "--down-policies",
-            "default",
-            "--cooldowns",
-            "60",
-            "--max-miss",
-            "100",
-            "--name",
-            "chat",
-            "--namespace",
-            "llm",
-            "--replicates",
-            "1",
-            "--held-out",
-            "0",
-        ])
-        .output()
-        .expect("run infscale tune");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let yaml = &text[text.find("apiVersion").expect("a ScaledObject")..];
-    let so: Value = serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let (_, yaml) = common::tune::tune("48", "45", "300", "default", "60", "");
+    let so: Value = serde_yaml::from_str(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
     assert_eq!(so["spec"]["minReplicaCount"], 0, "{yaml}");
     so
 }

@@ -11,64 +11,6 @@ use infscale::scaling::scaled_object;
 use infscale::scaling::Policy;
 use infscale::serve::metadata::TargetSpec;
 use std::collections::HashMap;
-use std::process::Command;
-
-/// Runs `tune` on one point and returns (the chosen policy string, the printed YAML).
-fn tune(
-    target: &str,
-    lookahead: &str,
-    window: &str,
-    down: &str,
-    cooldown: &str,
-    with: &str,
-) -> (String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_infscale"))
-        .args([
-            "tune",
-            "--targets",
-            target,
-            "--lookaheads",
-            lookahead,
-            "--down-windows",
-            window,
-            "--down-policies",
-            down,
-            "--cooldowns",
-            cooldown,
-            "--with",
-            with,
-            "--max-miss",
-            "100",
-            "--name",
-            "chat",
-            "--namespace",
-            "llm",
-            "--replicates",
-            "1",
-            "--held-out",
-            "0",
-        ])
-        .output()
-        .expect("run infscale tune");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("# cheapest with at most"))
-        .unwrap_or_else(|| panic!("no choice in\n{text}"));
-    let spec = line
-        .split(": ")
-        .nth(1)
-        .and_then(|rest| rest.split(" (").next())
-        .unwrap_or_else(|| panic!("no policy in {line}"))
-        .to_owned();
-    let yaml = text[text.find("apiVersion").expect("a ScaledObject")..].to_owned();
-    (spec, yaml)
-}
 
 #[test]
 fn every_tuned_key_reaches_serve_and_the_hpa() {
@@ -110,7 +52,7 @@ fn every_tuned_key_reaches_serve_and_the_hpa() {
         ),
     ];
     for (target, lookahead, window, down, cooldown, with) in cases {
-        let (spec, yaml) = tune(target, lookahead, window, down, cooldown, with);
+        let (spec, yaml) = common::tune::tune(target, lookahead, window, down, cooldown, with);
         let chosen = Policy::parse(&spec).unwrap();
         // The whole policy, as KEDA and its HPA would deploy it.
         let deployed = scaled_object::read(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));

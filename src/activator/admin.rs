@@ -89,7 +89,7 @@ impl Admin {
         let queue = self.clone();
         let watch = self.clone();
         let metrics = self.clone();
-        let render = move || metrics.telemetry.render(&metrics.routing.states());
+        let render = move || metrics.telemetry.render(&metrics.counts());
         let table = self.clone();
         crate::edge::exposition_http::metrics_router(render)
             .route(

@@ -5,13 +5,12 @@
 //! Every label is bounded: routes are bounded by `--max-models` and the file, reasons are a
 //! fixed set.
 
-use super::hold::RouteState;
+use crate::counts::QueueCounts;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::sync::Arc;
 
 type Labels = Vec<(String, String)>;
 
@@ -160,11 +159,11 @@ impl Telemetry {
         // reads 0, not nothing, before the first one.
         for reason in ["no_host", "unknown_host", "no_path"] {
             let l = vec![("reason".to_owned(), reason.to_owned())];
-            unrouted.get_or_create(&l);
+            let _ = unrouted.get_or_create(&l);
         }
         for result in ["ok", "error"] {
             let l = vec![("result".to_owned(), result.to_owned())];
-            reloads.get_or_create(&l);
+            let _ = reloads.get_or_create(&l);
         }
         registry.register(
             "held_duration_seconds",
@@ -240,29 +239,22 @@ impl Telemetry {
         self.rejected.get_or_create(&l).inc();
     }
 
-    /// The exposition text, with the gauges read from the routes now.
-    /// Routes sharing a host (a route being replaced and its successor) are summed; a host no
-    /// route has any more leaves the gauges.
-    pub fn render(&self, routes: &[Arc<RouteState>]) -> String {
-        let mut now: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
-        for r in routes {
-            let c = r.counts();
-            let e = now.entry(r.route.counts_host.as_str()).or_default();
-            e.0 += c.held.unwrap_or(0) as i64;
-            e.1 += c.concurrency as i64;
-        }
+    /// The exposition text, with the gauges set from `counts` (each host's, summed over the
+    /// routes that share it: a route being replaced and its successor); a host no route has any
+    /// more leaves the gauges.
+    pub fn render(&self, counts: &QueueCounts) -> String {
         let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
-        for gone in shown.iter().filter(|h| !now.contains_key(h.as_str())) {
+        for gone in shown.iter().filter(|h| !counts.contains_key(h.as_str())) {
             let l = Self::route(gone);
             self.held.remove(&l);
             self.in_flight.remove(&l);
         }
-        *shown = now.keys().map(|h| (*h).to_owned()).collect();
+        *shown = counts.keys().cloned().collect();
         drop(shown);
-        for (host, (held, in_flight)) in now {
+        for (host, c) in counts {
             let l = Self::route(host);
-            self.held.get_or_create(&l).set(held);
-            self.in_flight.get_or_create(&l).set(in_flight);
+            self.held.get_or_create(&l).set(c.held.unwrap_or(0) as i64);
+            self.in_flight.get_or_create(&l).set(c.concurrency as i64);
         }
         crate::edge::exposition_http::exposition(&self.registry)
     }

@@ -268,12 +268,12 @@ fn activator_page() -> String {
     let telemetry = ActivatorTelemetry::new();
     let host = route.counts_host.clone();
     let counters = telemetry.for_route(&host);
-    let routes = vec![RouteState::with(
+    let state = RouteState::with(
         route,
         Arc::new(tokio::sync::watch::channel(0).0),
         counters.clone(),
         None,
-    )];
+    );
     counters.forwarded.inc();
     counters.timed_out.inc();
     counters.upstream_errors.inc();
@@ -285,7 +285,8 @@ fn activator_page() -> String {
     telemetry.routes_in_use(1, 0);
     telemetry.reloaded(true);
     telemetry.refused_model("namespace");
-    telemetry.render(&routes)
+    let counts = [(host, state.counts())].into_iter().collect();
+    telemetry.render(&counts)
 }
 
 /// The series `serve` (port 9091) and the activator (its admin port, 9092) export.

@@ -21,6 +21,7 @@ pub mod scaler;
 pub mod shipped;
 pub mod timed;
 pub mod tls;
+pub mod tune;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -9,29 +9,10 @@
 //! last-applied bookkeeping is not modelled).
 
 use super::kustomize::load;
+use crate::common::kube::rest::merge;
 use crate::common::kube::store::kind_home;
 use crate::common::kube::Cluster;
 use std::path::Path;
-
-/// RFC 7386: `patch` merged into `into` (objects merged key by key, anything else replaced).
-fn merge(into: &mut serde_json::Value, patch: &serde_json::Value) {
-    let Some(fields) = patch.as_object() else {
-        *into = patch.clone();
-        return;
-    };
-    if !into.is_object() {
-        *into = serde_json::json!({});
-    }
-    for (k, v) in fields {
-        if v.is_null() {
-            if let Some(o) = into.as_object_mut() {
-                o.remove(k);
-            }
-        } else {
-            merge(&mut into[k.as_str()], v);
-        }
-    }
-}
 
 /// Kinds that live in no namespace.
 const CLUSTER_SCOPED: [&str; 7] = [

@@ -8,7 +8,7 @@
 pub mod calls;
 pub mod objects;
 mod proxy;
-mod rest;
+pub mod rest;
 pub mod slices;
 pub mod store;
 mod watch;

@@ -189,7 +189,7 @@ fn body_at(body: &[u8], key: &Key) -> Result<serde_json::Value, (u16, &'static s
 }
 
 /// RFC 7386: `patch` merged into `into`.
-fn merge(into: &mut serde_json::Value, patch: &serde_json::Value) {
+pub fn merge(into: &mut serde_json::Value, patch: &serde_json::Value) {
     let Some(fields) = patch.as_object() else {
         *into = patch.clone();
         return;
