@@ -312,7 +312,7 @@ impl Proxy {
         let host = super::routes::request_host(req.headers(), req.uri());
         let reason = match host {
             None => "no_host",
-            Some(h) if table.routes.iter().any(|s| s.route.matches(Some(h), "/")) => "no_path",
+            Some(h) if table.routes.iter().any(|s| s.route.matches_host(Some(h))) => "no_path",
             Some(_) => "unknown_host",
         };
         self.telemetry.reject("none", "no_route");

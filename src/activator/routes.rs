@@ -487,13 +487,17 @@ impl Route {
         }
     }
 
-    pub fn matches(&self, host: Option<&str>, path: &str) -> bool {
-        let host_ok = self.any_host
+    /// Whether the route takes requests for `host` (whatever their path).
+    pub fn matches_host(&self, host: Option<&str>) -> bool {
+        self.any_host
             || host.is_some_and(|got| {
                 let got = bare_host(got);
                 self.names.iter().any(|n| got.eq_ignore_ascii_case(n))
-            });
-        host_ok
+            })
+    }
+
+    pub fn matches(&self, host: Option<&str>, path: &str) -> bool {
+        self.matches_host(host)
             && self
                 .path_prefix
                 .as_ref()

@@ -509,7 +509,8 @@ async fn verdict(
             Some(c) if c != counts => Verdict::NotServed(crate::limits::cut(
                 &format!(
                     "the activator counts {model} under {c:?}, but this trigger reads \
-                     activatorHost {counts:?}: leave activatorHost out in serve mode"
+                     {counts:?}: make activatorHost and the activator's route agree (without a \
+                     route of its own in the activator's file, leave activatorHost out)"
                 ),
                 crate::limits::FAILURE_TEXT_BYTES,
             )),
