@@ -277,6 +277,22 @@ async fn without_the_lease_api_each_trigger_writes_uncoordinated_until_it_is_the
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_that_never_answers_a_lease_request_is_one_without_leases() {
+    let kube = Kube::serve(Cluster::default());
+    // Every write answered 500 from the start: no lease can ever be made.
+    kube.cluster.refuse_writes(true);
+    let a = keeper(&kube, A, Duration::from_secs(1)).await;
+    eventually(
+        "uncoordinated",
+        || matches!(role(&a), Role::Uncoordinated(ref why) if why.contains("never answered")),
+    )
+    .await;
+    // Once the API answers, the lease is kept.
+    kube.cluster.refuse_writes(false);
+    eventually("the writer", || role(&a) == Role::Writer).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stand_in_creates_and_replaces_leases_as_the_api_server_does() {
     use kube::api::{Api, PostParams};
     let kube = Kube::serve(Cluster::default());

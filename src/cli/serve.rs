@@ -41,10 +41,11 @@ pub struct Args {
     /// FIRST-LAST.
     #[arg(long, default_value = "20000-29999")]
     pub activator_ports: String,
-    /// Serve mode: the namespace of the leases that make one writer per Service [default: the
-    /// pod's own (POD_NAMESPACE), else "infscale"].
+    /// The scaler's own namespace: serve mode's leases (one writer per Service) are kept there,
+    /// and a trigger in any namespace may name an activator Service there [default: the pod's
+    /// (POD_NAMESPACE), else "infscale"].
     #[arg(long)]
-    pub lease_namespace: Option<String>,
+    pub namespace: Option<String>,
     /// Serve mode: seconds a Service's lease holds unrenewed before another replica takes over.
     #[arg(long, default_value_t = 15.0)]
     pub lease_seconds: f64,
@@ -202,12 +203,12 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
 /// Serve mode's settings from the flags.
 fn serve_mode(
     ports: &str,
-    lease_namespace: Option<String>,
+    namespace: Option<String>,
     lease_seconds: f64,
 ) -> anyhow::Result<ServeModeSettings> {
     let duration = positive_seconds("--lease-seconds", lease_seconds)?;
     let mut lease = LeaseSettings::default();
-    if let Some(ns) = lease_namespace {
+    if let Some(ns) = namespace {
         lease.namespace = ns;
     }
     lease.duration = duration;
@@ -248,7 +249,7 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
         paths: None,
         serve_mode: serve_mode(
             &args.activator_ports,
-            args.lease_namespace.clone(),
+            args.namespace.clone(),
             args.lease_seconds,
         )?,
         limits,

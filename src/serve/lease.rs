@@ -17,9 +17,11 @@
 //! successful write, before any observer may take over. Dropping a [`Keeper`] releases its lease
 //! (best effort, bounded), so a planned stop fails over at once.
 //!
-//! The fallback: where the API serves no Lease (a 404 on the group) or refuses this scaler (a
-//! 403), the trigger writes without one, as before leases ([`Role::Uncoordinated`], logged once
-//! at warn), and keeps asking so that an RBAC fix takes effect without a restart.
+//! The fallback: where the API serves no Lease (a 404 on the group), refuses this scaler (a
+//! 403), or has never answered a Lease request in three turns (an API that drops them), the
+//! trigger writes without one, as before leases ([`Role::Uncoordinated`], logged once at warn),
+//! and keeps asking so that an RBAC fix takes effect without a restart. Once the API has
+//! answered, a failure is no such fallback: a writer that cannot renew stops writing.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -34,6 +36,10 @@ use tokio::time::Instant;
 
 /// The label every lease infscale writes carries.
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "infscale");
+
+/// Failed turns, with the API never having answered a Lease request, after which the trigger
+/// writes without one ([`Role::Uncoordinated`]).
+const NEVER_ANSWERED: u32 = 3;
 
 /// How long a release may take once its [`Keeper`] is dropped.
 const RELEASE_WITHIN: Duration = Duration::from_secs(2);
@@ -393,11 +399,31 @@ impl Keeping {
         let mut deadline: Option<Instant> = None;
         let mut failing: Option<String> = None;
         let mut warned_unserved = false;
+        // Whether the API ever answered a Lease request, and how many turns failed before it
+        // did: an API that never does (a stand-in without the group, a proxy that drops it) is
+        // one without Leases, after `NEVER_ANSWERED` turns.
+        let mut answered = false;
+        let mut failed_unanswered = 0;
         loop {
             let turn = watched(self.turn(), &mut deadline, || {
                 set(&publish, lapsed(margin, &failing), &name, &holder);
             })
             .await;
+            let turn = match turn {
+                Turn::Failed(why) if !answered => {
+                    failed_unanswered += 1;
+                    if failed_unanswered >= NEVER_ANSWERED {
+                        Turn::Unserved(format!("the API never answered a Lease request: {why}"))
+                    } else {
+                        Turn::Failed(why)
+                    }
+                }
+                Turn::Failed(why) => Turn::Failed(why),
+                other => {
+                    answered = !matches!(other, Turn::Unserved(_)) || answered;
+                    other
+                }
+            };
             match turn {
                 Turn::Role(role, at) => {
                     if failing.take().is_some() {

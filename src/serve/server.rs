@@ -100,8 +100,15 @@ async fn kube_client(config: &Config) -> Option<kube::Client> {
 
 /// Binds the sockets (so the scaler is reachable, and health SERVING, as soon as it runs).
 pub async fn bind(config: Config) -> anyhow::Result<Listening> {
-    let allowed =
-        AllowedActivators::parse(&config.allowed_activators).map_err(anyhow::Error::msg)?;
+    let allowed = AllowedActivators::parse(&config.allowed_activators)
+        .map_err(anyhow::Error::msg)?
+        .with_own_namespace(
+            config
+                .serve_mode
+                .lease
+                .as_ref()
+                .map(|l| l.namespace.clone()),
+        );
     let grpc = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -326,8 +326,9 @@ impl Install {
             ("--kube-api", self.kube.url()),
             // Pods are on this machine's loopback: scraped at their addresses, as in a cluster.
             ("--scrape-via", "direct".to_owned()),
+            // POD_NAMESPACE, from the downward API.
             (
-                "--lease-namespace",
+                "--namespace",
                 s(&deployment["metadata"]["namespace"]).to_owned(),
             ),
         ];

@@ -21,9 +21,11 @@ struct Allowed {
     path: String,
 }
 
-/// Activators the scaler may read besides Services in the ScaledObject's own namespace.
+/// Activators the scaler may read besides Services in the ScaledObject's own namespace: the
+/// `--allow-activator` entries, and Services in the scaler's own namespace (where the shipped
+/// activator runs beside it, and no tenant writes).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AllowedActivators(Vec<Allowed>);
+pub struct AllowedActivators(Vec<Allowed>, Option<String>);
 
 impl AllowedActivators {
     /// Parses `--allow-activator` entries; an entry that is not a clean URL is an error naming it.
@@ -39,7 +41,13 @@ impl AllowedActivators {
                 path: url.path().trim_end_matches('/').to_owned(),
             });
         }
-        Ok(AllowedActivators(allowed))
+        Ok(AllowedActivators(allowed, None))
+    }
+
+    /// These, and any Service in namespace `own` (the scaler's).
+    pub fn with_own_namespace(mut self, own: Option<String>) -> AllowedActivators {
+        self.1 = own;
+        self
     }
 
     /// The activator's base URL for a trigger in `namespace`, normalised, or why it is refused.
@@ -52,11 +60,16 @@ impl AllowedActivators {
                 && a.port == url.port_or_known_default()
                 && (path == a.path || path.starts_with(&format!("{}/", a.path)))
         });
-        if !listed && !in_namespace(&url, namespace) {
+        let own = self.1.as_deref().is_some_and(|own| in_namespace(&url, own));
+        if !listed && !own && !in_namespace(&url, namespace) {
+            let besides = match &self.1 {
+                Some(own) => format!(", nor one in the scaler's own namespace {own}"),
+                None => String::new(),
+            };
             return Err(format!(
                 "{:?} is neither a Service in namespace {namespace} \
-                 (http://NAME.{namespace}.svc:PORT) nor an activator this scaler was started with \
-                 (--allow-activator)",
+                 (http://NAME.{namespace}.svc:PORT){besides}, nor an activator this scaler was \
+                 started with (--allow-activator)",
                 shown(raw)
             ));
         }
@@ -234,6 +247,19 @@ mod tests {
     fn allowed(entries: &[&str]) -> AllowedActivators {
         AllowedActivators::parse(&entries.iter().map(|e| e.to_string()).collect::<Vec<_>>())
             .unwrap()
+    }
+
+    #[test]
+    fn services_in_the_scalers_own_namespace_are_allowed_too() {
+        let own = AllowedActivators::default().with_own_namespace(Some("infscale".into()));
+        assert!(own
+            .check("http://infscale-activator-admin.infscale.svc:9092", "llm")
+            .is_ok());
+        assert!(own.check("http://act.other.svc:9092", "llm").is_err());
+        let e = AllowedActivators::default()
+            .check("http://infscale-activator-admin.infscale.svc:9092", "llm")
+            .unwrap_err();
+        assert!(!e.contains("own namespace"), "{e}");
     }
 
     #[test]

@@ -180,8 +180,9 @@ pub const TARGET_KEYS: &[TargetKey] = &[
         "activatorUrl",
         TargetKind::Text,
         "",
-        "the activator's admin URL: a Service in the ScaledObject's namespace \
-         (`http://NAME.NS.svc:PORT`; every ready pod behind it is followed), or URLs named by \
+        "the activator's admin URL: a Service in the ScaledObject's namespace or in the \
+         scaler's own (`serve --namespace`, where the shipped activator runs: \
+         `http://NAME.NS.svc:PORT`; every ready pod behind it is followed), or URLs named by \
          `--allow-activator` (several, comma-separated, are summed)",
     ),
     target_key(
