@@ -123,6 +123,7 @@ impl PathWriter for KubePaths {
             http,
             port: None,
             avoid: BTreeSet::new(),
+            verified: BTreeSet::new(),
             probe_url: mode.url.clone(),
             keeper,
         })
@@ -140,6 +141,10 @@ struct KubeSession {
     port: Option<u16>,
     /// Ports an activator pod said are another model's.
     avoid: BTreeSet<u16>,
+    /// The activator pods seen holding the model, at the port they held it at: one that then
+    /// misses a probe (a slow answer, a timeout) stays listed ready; only one that says it does
+    /// not hold the model, or leaves the activator's endpoints, is taken out.
+    verified: BTreeSet<(String, u16)>,
     /// Where the Service is probed, once known.
     probe_url: Option<String>,
     keeper: Option<Keeper>,
@@ -275,7 +280,10 @@ impl KubeSession {
                 None => self.model_port().await.map_err(WriteError::other)?,
             };
             verdicts = self.ask(&addresses, port, &model).await;
-            if !verdicts.contains(&Verdict::Holds) {
+            let known = addresses
+                .iter()
+                .any(|a| self.verified.contains(&(a.clone(), port)));
+            if !verdicts.contains(&Verdict::Holds) && !known {
                 // No pod holds the model here yet: it learns the model from the slice, so the
                 // slice goes first, naming every pod not ready (kube-proxy sends them nothing),
                 // and the pods are asked again as they take it.
@@ -305,8 +313,25 @@ impl KubeSession {
         let ready: Vec<(String, bool)> = addresses
             .iter()
             .zip(&verdicts)
-            .map(|(a, v)| (a.clone(), *v == Verdict::Holds))
+            .map(|(a, v)| {
+                let seen = (a.clone(), port);
+                let holds = match v {
+                    Verdict::Holds => {
+                        self.verified.insert(seen);
+                        true
+                    }
+                    Verdict::Silent(_) => self.verified.contains(&seen),
+                    Verdict::Taken(_) | Verdict::NotServed(_) => {
+                        self.verified.remove(&seen);
+                        false
+                    }
+                };
+                (a.clone(), holds)
+            })
             .collect();
+        // Pods no longer among the activator's endpoints are forgotten.
+        self.verified
+            .retain(|(a, p)| *p == port && addresses.contains(a));
         self.apply(&service, port_name, port, &ready).await?;
         if ready.iter().any(|(_, r)| *r) {
             return Ok(Wrote::Done(self.probe_url.clone()));
