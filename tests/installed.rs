@@ -766,3 +766,77 @@ async fn two_scalers_and_two_scaled_objects_share_one_slice_without_flapping_thr
     assert_eq!(got.len(), 2 * FORMS.len(), "{got:?}");
     assert!(got.iter().all(|(_, via)| *via), "{got:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_activator_pod_replaced_at_zero_is_replaced_in_the_path_at_once() {
+    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let so = time_scaled(
+        doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject"),
+        SPEED,
+    );
+    docs.push(so.clone());
+    let mut install = Install::start(
+        pools(6),
+        &docs,
+        &[("llm", "chat")],
+        model_options(Duration::from_secs(1)),
+        Flags::default(),
+    )
+    .await;
+    let keda = Keda::start(&install.cluster, &so, install.scaler_address(), SPEED);
+    let end = Instant::now() + Duration::from_secs(90);
+    while !at_zero(&install, "llm", "chat") {
+        assert!(Instant::now() < end, "never at zero\n{}", keda.report(30));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let listed = |install: &Install| -> Vec<(String, bool)> {
+        install
+            .cluster
+            .get("EndpointSlice", "llm", "chat-infscale")
+            .map(|s| {
+                s["endpoints"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|e| {
+                        (
+                            e["addresses"][0].as_str().unwrap_or_default().to_owned(),
+                            e["conditions"]["ready"] != false,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Activator pod 1 is replaced (a rolling update, a node lost): its Pod goes, a new one
+    // comes on another address. The model's slice follows at once, not at its next resync.
+    let (gone, deployment) = (
+        install.activators[0].ip.to_string(),
+        install.deployments.0.clone(),
+    );
+    install
+        .cluster
+        .delete("Pod", "infscale", &install.activators[0].name);
+    install.activators[0].kill();
+    let pools = pools(6);
+    install.start_activator(&deployment, &pools, 9, &[]).await;
+    let new = install.activators.last().unwrap().ip.to_string();
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let l = listed(&install);
+        if l.iter().any(|(a, ready)| *a == new && *ready) && l.iter().all(|(a, _)| *a != gone) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the slice names the new activator pod ready, and not the old: {l:?} (new {new}, gone {gone}); the admin Service's: {:?}",
+            install.cluster.of_service("infscale-activator-admin")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Clients are held at zero, by every name, and answered.
+    let clients = Clients::new(&install, "llm", "chat");
+    let mut failures = Vec::new();
+    wake_by_every_name(&install, &clients, "llm", "chat.llm.svc", 0, &mut failures).await;
+    assert!(failures.is_empty(), "{failures:?}");
+}

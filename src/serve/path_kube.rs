@@ -44,6 +44,7 @@ use kube::Api;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// The field manager of infscale's writes.
 const MANAGER: &str = "infscale";
@@ -115,6 +116,7 @@ impl PathWriter for KubePaths {
             .timeout(PROBE_TIMEOUT)
             .build()
             .unwrap_or_default();
+        let activator_ref = activator.clone();
         Box::new(KubeSession {
             client: self.client.clone(),
             mode: mode.clone(),
@@ -126,6 +128,7 @@ impl PathWriter for KubePaths {
             verified: BTreeSet::new(),
             probe_url: mode.url.clone(),
             keeper,
+            members: activator_members(self.client.clone(), activator_ref.as_ref()),
         })
     }
 }
@@ -148,6 +151,63 @@ struct KubeSession {
     /// Where the Service is probed, once known.
     probe_url: Option<String>,
     keeper: Option<Keeper>,
+    /// Changes whenever the activator Service's ready pods change: the slice is written again
+    /// at once, so a replaced activator pod is not left in a model's path for a resync.
+    members: Option<Followed>,
+}
+
+/// The activator Service's ready pods, followed (the task ends with the session).
+struct Followed {
+    changes: watch::Receiver<u64>,
+    _task: super::AbortOnDrop,
+}
+
+/// Follows the ready endpoints of the activator's Service (when `activatorUrl` names one).
+fn activator_members(client: kube::Client, activator: Option<&Members>) -> Option<Followed> {
+    let Some(Members::Service {
+        namespace, name, ..
+    }) = activator
+    else {
+        return None;
+    };
+    let api: Api<EndpointSlice> = Api::namespaced(client, namespace);
+    let (tx, changes) = watch::channel(0u64);
+    let name = name.clone();
+    let task = tokio::spawn(async move {
+        use futures::StreamExt;
+        use kube::runtime::{reflector, watcher, WatchStreamExt};
+        let (store, writer) = reflector::store();
+        let config = watcher::Config::default().labels(&format!(
+            "{SERVICE_NAME}={name},{MANAGED_BY}={}",
+            slices::CONTROLLER
+        ));
+        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        let mut stream = std::pin::pin!(stream);
+        let mut last: Option<Vec<String>> = None;
+        while let Some(event) = stream.next().await {
+            if !matches!(
+                event,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+            ) {
+                continue;
+            }
+            let mut ready: Vec<String> = store
+                .state()
+                .iter()
+                .filter(|s| managed_for(s, &name))
+                .flat_map(|s| slices::ready_hosts(s).collect::<Vec<_>>())
+                .collect();
+            ready.sort();
+            if last.as_ref().is_some_and(|l| *l != ready) {
+                tx.send_modify(|v| *v = v.wrapping_add(1));
+            }
+            last = Some(ready);
+        }
+    });
+    Some(Followed {
+        changes,
+        _task: super::AbortOnDrop(task),
+    })
 }
 
 /// What an activator pod said, asked at a port whether it places this model.
@@ -201,13 +261,27 @@ impl PathSession for KubeSession {
 
     fn changed(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            match self.keeper.as_mut() {
-                Some(k) => {
-                    if k.role.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
+            let role = async {
+                let alive = match self.keeper.as_mut() {
+                    Some(k) => k.role.changed().await.is_ok(),
+                    None => false,
+                };
+                if !alive {
+                    std::future::pending::<()>().await;
                 }
-                None => std::future::pending().await,
+            };
+            let members = async {
+                let alive = match self.members.as_mut() {
+                    Some(m) => m.changes.changed().await.is_ok(),
+                    None => false,
+                };
+                if !alive {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = role => {}
+                _ = members => {}
             }
         })
     }
@@ -310,6 +384,22 @@ impl KubeSession {
             self.avoid.insert(port);
             self.port = None;
         }
+        // A pod not heard from yet (a new one, learning the model from the slice as it starts)
+        // is asked again for a moment, so it joins now rather than at the next resync.
+        let silent_new = |v: &[Verdict], verified: &BTreeSet<(String, u16)>| {
+            addresses.iter().zip(v).any(|(a, v)| {
+                matches!(v, Verdict::Silent(_)) && !verified.contains(&(a.clone(), port))
+            })
+        };
+        if verdicts.contains(&Verdict::Holds) && silent_new(&verdicts, &self.verified) {
+            for _ in 0..LEARN_POLLS {
+                tokio::time::sleep(LEARN_POLL).await;
+                verdicts = self.ask(&addresses, port, &model).await;
+                if !silent_new(&verdicts, &self.verified) {
+                    break;
+                }
+            }
+        }
         let ready: Vec<(String, bool)> = addresses
             .iter()
             .zip(&verdicts)
@@ -408,14 +498,21 @@ impl KubeSession {
                 return Ok(p);
             }
         }
-        // Ports other Services' slices name, in every namespace.
+        // Ports other Services' slices name, in every namespace. A list the API refuses (the
+        // scaler confined to some namespaces) only costs a first guess: the activator answers a
+        // port another model holds with 409, and the model moves on.
         let all: Api<EndpointSlice> = Api::all(self.client.clone());
-        let list = all
+        let items = match all
             .list(&ListParams::default().labels(&format!("{MANAGED_BY}={INFSCALE}")))
             .await
-            .map_err(|e| format!("listing infscale's EndpointSlices: {e}"))?;
-        let taken: BTreeSet<u16> = list
-            .items
+        {
+            Ok(list) => list.items,
+            Err(e) => {
+                tracing::warn!(service = %self.mode.service, error = %e, "serve mode: cannot list infscale's EndpointSlices in every namespace; choosing the model's port from its hash alone");
+                Vec::new()
+            }
+        };
+        let taken: BTreeSet<u16> = items
             .iter()
             .filter(|s| {
                 let labels = s.metadata.labels.as_ref();
