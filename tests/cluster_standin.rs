@@ -30,7 +30,7 @@ fn deployment(ns: &str, app: &str, replicas: u32) -> serde_json::Value {
         "metadata": {"name": app, "namespace": ns},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}},
             "template": {"metadata": {"labels": {"app": app}},
-                "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.18.0",
                     "ports": [{"name": "http", "containerPort": 8000}]}]}}}
     })
 }

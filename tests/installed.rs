@@ -510,7 +510,7 @@ async fn a_trigger_reading_another_key_than_the_activator_counts_under_is_report
 /// selecting `selector`: a model as its team writes it.
 fn model_docs(ns: &str, app: &str, labels: &str, selector: &str, service: bool) -> Vec<Value> {
     let mut yaml = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {app}, namespace: {ns}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {labels}}}\n  template:\n    metadata: {{labels: {labels}}}\n    spec:\n      containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.11.0\n          ports: [{{name: http, containerPort: 8000}}]\n"
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {app}, namespace: {ns}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {labels}}}\n  template:\n    metadata: {{labels: {labels}}}\n    spec:\n      containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.18.0\n          ports: [{{name: http, containerPort: 8000}}]\n"
     );
     if service {
         yaml.push_str(&format!(
