@@ -105,6 +105,8 @@ struct Inner {
     errors: Mutex<Vec<String>>,
     next: Mutex<u64>,
     stop: tokio::sync::watch::Sender<bool>,
+    /// While true, a cold start does not end (see [`Models::hold_starts`]).
+    starts_held: tokio::sync::watch::Sender<bool>,
 }
 
 /// The controllers of the model Deployments a test names, and their pods, until dropped (every
@@ -129,6 +131,7 @@ impl Models {
     /// [`Models::manage`]), and the EndpointSlice controller for every Service of the store.
     pub fn start(cluster: &Cluster, options: Options, deployments: &[(&str, &str)]) -> Models {
         let (stop, _) = tokio::sync::watch::channel(false);
+        let (starts_held, _) = tokio::sync::watch::channel(false);
         let inner = Arc::new(Inner {
             cluster: cluster.clone(),
             ips: Mutex::new(Pool::new(&options.ip_pool)),
@@ -144,6 +147,7 @@ impl Models {
             errors: Mutex::new(Vec::new()),
             next: Mutex::new(0),
             stop,
+            starts_held,
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -184,6 +188,12 @@ impl Models {
             .insert((ns.to_owned(), app.to_owned()));
         // A change of version wakes the controller; this one changes nothing else.
         self.inner.cluster.update("Deployment", ns, app, |_| true);
+    }
+
+    /// While `held`, every pod's cold start lasts until it is released: a test that sends a
+    /// burst at zero knows the burst arrives before any pod is Ready, however slow the machine.
+    pub fn hold_starts(&self, held: bool) {
+        self.inner.starts_held.send_replace(held);
     }
 
     /// Every request every pod received, in arrival order.
@@ -520,8 +530,13 @@ async fn live(
     mut terminated: tokio::sync::oneshot::Receiver<()>,
 ) {
     let mut stopped = inner.stop.subscribe();
+    let mut held = inner.starts_held.subscribe();
+    let cold_start = async {
+        tokio::time::sleep(inner.options.cold_start).await;
+        let _ = held.wait_for(|h| !h).await;
+    };
     let started = tokio::select! {
-        _ = tokio::time::sleep(inner.options.cold_start) => true,
+        _ = cold_start => true,
         _ = &mut terminated => false,
         _ = stopped.changed() => return,
     };
