@@ -66,6 +66,11 @@ pub struct Args {
     /// Scrapes in flight at once, over all targets.
     #[arg(long, default_value_t = 64)]
     pub max_concurrent_scrapes: usize,
+    /// The bytes of pod pages and activator counts held at once, over all targets: half in one
+    /// share per scrape in flight (a page within it always fits), half pooled for larger ones
+    /// (a page that does not fit fails for its pod alone).
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    pub scrape_memory_bytes: usize,
     /// Stop a target's collector after this many seconds without a call for it.
     #[arg(long, default_value_t = 600.0)]
     pub idle_stop_seconds: f64,
@@ -165,6 +170,15 @@ fn at_least_one(flag: &str, n: usize) -> anyhow::Result<usize> {
     Ok(n)
 }
 
+/// `--scrape-memory-bytes`, within what the budget can count.
+fn scrape_memory(bytes: usize) -> anyhow::Result<usize> {
+    use crate::serve::budget::{MAX_BYTES, MIN_BYTES};
+    if !(MIN_BYTES..=MAX_BYTES).contains(&bytes) {
+        bail!("--scrape-memory-bytes {bytes}: expected {MIN_BYTES} to {MAX_BYTES}");
+    }
+    Ok(bytes)
+}
+
 /// The limits the flags set, the others at their defaults.
 pub fn limits(args: &Args) -> anyhow::Result<Limits> {
     Ok(Limits {
@@ -187,6 +201,7 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
         idle_stop: positive_seconds("--idle-stop-seconds", args.idle_stop_seconds)?,
         max_page_bytes: args.max_page_bytes,
         max_concurrent_scrapes: args.max_concurrent_scrapes,
+        scrape_memory_bytes: scrape_memory(args.scrape_memory_bytes)?,
         staleness: positive_seconds("--stale-after-seconds", args.stale_after_seconds)?,
         activator_timeout: positive_seconds(
             "--activator-timeout-seconds",

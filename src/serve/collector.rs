@@ -24,6 +24,7 @@ use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
+use crate::metrics::{read_page, PageRead};
 use crate::scaling::cold_start::{ColdStarts, HoldTimer};
 use crate::scaling::cycle::Cycle;
 use crate::scaling::deletion_cost::metric_values;
@@ -87,7 +88,8 @@ enum Round {
         starting_since: Vec<f64>,
         /// The Ready pods' starts, for the learned cold start.
         starts: Vec<PodStart>,
-        pages: Vec<(Result<Vec<u8>, ScrapeError>, Duration)>,
+        /// Each pod's page, read as it arrived (no page is kept past its scrape).
+        pages: Vec<(Result<PageRead, ScrapeError>, Duration)>,
     },
 }
 
@@ -419,7 +421,11 @@ async fn one_round(shared: &Shared, spec: &TargetSpec, discovery: &mut Option<Di
         .collect();
     let starts = listed.starts;
     let pods = listed.endpoints;
-    let pages = shared.scraper.scrape_each(&pods, spec.scrape_timeout).await;
+    let server = spec.server;
+    let pages = shared
+        .scraper
+        .scrape_each(&pods, spec.scrape_timeout, |page| read_page(page, server))
+        .await;
     Round::Scraped {
         started_at,
         pods,
@@ -462,7 +468,7 @@ fn read_round(
         } => (started_at, pods, starting_since, pages),
     };
     log.no_pods = None;
-    let inputs = pods.iter().zip(&pages).map(|(pod, (page, took))| {
+    let inputs = pods.iter().zip(pages).map(|(pod, (page, took))| {
         series.scraped(took.as_secs_f64());
         let fetched = match page {
             // Nothing listens at a static URL: no replica runs there (at zero), not a fault.
@@ -473,7 +479,7 @@ fn read_round(
                 series.scrape_failed(e.reason());
                 Fetched::Failed(e.to_string())
             }
-            Ok(bytes) => Fetched::Page(bytes),
+            Ok(read) => Fetched::Read(read),
         };
         Input {
             name: pod.name.clone(),

@@ -73,6 +73,13 @@ pub struct Limits {
     pub max_page_bytes: usize,
     /// Scrapes in flight at once, over all targets. Default 64. `--max-concurrent-scrapes`.
     pub max_concurrent_scrapes: usize,
+    /// The bytes of pages and activator counts held at once, over all targets
+    /// ([`super::budget`]): half in one share per scrape slot (a page within it always fits),
+    /// half pooled for larger bodies, which fail for their pod alone when the pool is full.
+    /// Default 64 MiB: 64 shares of 512 KiB and a 32 MiB pool, so two 16 MiB pages at once;
+    /// with the connections' read buffers (64 x at most ~400 KiB) and the process itself
+    /// (~20 MiB), under half the shipped 256 Mi limit. `--scrape-memory-bytes`.
+    pub scrape_memory_bytes: usize,
     /// The longest a TCP connect to a pod or an activator may take. Default 5 s.
     pub connect_timeout: Duration,
     /// How long an idle pooled HTTP connection (to a pod or an activator) is kept. Default 4 s:
@@ -129,6 +136,7 @@ impl Default for Limits {
             unsynced_retry: Duration::from_millis(50),
             max_page_bytes: crate::edge::source::DEFAULT_MAX_BYTES,
             max_concurrent_scrapes: 64,
+            scrape_memory_bytes: 64 << 20,
             connect_timeout: Duration::from_secs(5),
             pool_idle: Duration::from_secs(4),
             staleness: Duration::from_secs(300),

@@ -13,6 +13,7 @@
 
 pub(crate) mod activator;
 pub(crate) mod activators;
+pub mod budget;
 pub(crate) mod collector;
 pub(crate) mod connections;
 pub(crate) mod deletion_cost;

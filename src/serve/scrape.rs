@@ -1,12 +1,16 @@
-//! Fetching one pod's page, bounded in time, size and concurrency.
+//! Fetching one pod's page, bounded in time, size, concurrency and memory.
 //!
 //! Every scrape holds a permit from a semaphore shared by all collectors (so a thousand targets
 //! never open a thousand connections at once), gives up after the target's timeout, and refuses a
 //! body over the size cap instead of reading it: a hung or hostile pod costs one timeout, never
-//! memory or a stuck collector.
+//! a stuck collector. The page's bytes are charged to the [`MemoryBudget`] shared by every target
+//! as they arrive, and the page is read (parsed) while the scrape still holds its permit and its
+//! charge, then dropped: no page outlives its scrape slot, so at most
+//! `--max-concurrent-scrapes` pages are held at once, within the budget.
 
+use super::budget::{read_charged, Charge, MemoryBudget, ReadError};
 use super::discovery::{Address, PodEndpoint};
-use crate::edge::source::{cause, error_body, read_capped, status_message, Cause};
+use crate::edge::source::{cause, error_body, status_message, Cause};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -20,6 +24,9 @@ pub enum ScrapeError {
     Status(u16, Option<String>),
     #[error("page larger than the {0}-byte cap")]
     TooLarge(usize),
+    /// The page does not fit the memory budget, now or (with its declared length) ever.
+    #[error("page refused: {0}")]
+    OverBudget(String),
     #[error("{0}")]
     Transport(Cause),
     #[error("pod proxy needs the Kubernetes API")]
@@ -33,6 +40,7 @@ impl ScrapeError {
             ScrapeError::Timeout(_) => "timeout",
             ScrapeError::Status(..) => "status",
             ScrapeError::TooLarge(_) => "too_large",
+            ScrapeError::OverBudget(_) => "over_budget",
             ScrapeError::Transport(c) => c.kind,
             ScrapeError::NoApi => "no_api",
         }
@@ -46,15 +54,19 @@ pub struct Scraper {
     pub kube: Option<kube::Client>,
     pub max_bytes: usize,
     pub permits: Arc<Semaphore>,
+    /// Every page's bytes, charged as they arrive.
+    pub budget: MemoryBudget,
 }
 
 impl Scraper {
-    /// The pod's page, or why not, within `timeout` (waiting for a permit included).
-    pub async fn scrape(
+    /// The pod's page as `read` reads it, or why there is none, within `timeout` (waiting for a
+    /// permit included). The page is read within the scrape's permit and charge, and dropped.
+    pub async fn scrape<T>(
         &self,
         pod: &PodEndpoint,
         timeout: Duration,
-    ) -> Result<Vec<u8>, ScrapeError> {
+        read: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T, ScrapeError> {
         let work = async {
             let _permit = self.permits.acquire().await.map_err(|e| {
                 ScrapeError::Transport(Cause {
@@ -62,43 +74,51 @@ impl Scraper {
                     text: e.to_string(),
                 })
             })?;
-            match &pod.address {
-                Address::Url(url) => self.fetch(url).await,
-                Address::Proxy(path) => self.via_proxy(path).await,
-            }
+            let mut charge = self.budget.charge(self.budget.page_share());
+            let page = match &pod.address {
+                Address::Url(url) => self.fetch(url, &mut charge).await,
+                Address::Proxy(path) => self.via_proxy(path, &mut charge).await,
+            }?;
+            Ok(read(&page))
         };
         tokio::time::timeout(timeout, work)
             .await
             .map_err(|_| ScrapeError::Timeout(timeout))?
     }
 
-    /// Every pod's page at once (each within `timeout`, all bounded by the shared permits), with
-    /// how long each took, in the order of `pods`.
-    pub async fn scrape_each(
+    /// Every pod's page at once as `read` reads it (each within `timeout`, all bounded by the
+    /// shared permits and budget), with how long each took, in the order of `pods`.
+    pub async fn scrape_each<T>(
         &self,
         pods: &[PodEndpoint],
         timeout: Duration,
-    ) -> Vec<(Result<Vec<u8>, ScrapeError>, Duration)> {
+        read: impl Fn(&[u8]) -> T,
+    ) -> Vec<(Result<T, ScrapeError>, Duration)> {
+        let read = &read;
         futures::future::join_all(pods.iter().map(|pod| async move {
             let started = std::time::Instant::now();
-            let page = self.scrape(pod, timeout).await;
+            let page = self.scrape(pod, timeout, read).await;
             (page, started.elapsed())
         }))
         .await
     }
 
-    async fn fetch(&self, url: &str) -> Result<Vec<u8>, ScrapeError> {
+    async fn fetch(&self, url: &str, charge: &mut Charge) -> Result<Vec<u8>, ScrapeError> {
         let response = self
             .http
             .get(url)
             .send()
             .await
             .map_err(|e| ScrapeError::Transport(cause(&e)))?;
-        self.page(http::Response::from(response)).await
+        self.page(http::Response::from(response), charge).await
     }
 
-    /// A successful response's body, within the size cap.
-    async fn page<B>(&self, response: http::Response<B>) -> Result<Vec<u8>, ScrapeError>
+    /// A successful response's body, within the size cap and the budget.
+    async fn page<B>(
+        &self,
+        response: http::Response<B>,
+        charge: &mut Charge,
+    ) -> Result<Vec<u8>, ScrapeError>
     where
         B: hyper::body::Body,
         B::Error: std::fmt::Display,
@@ -108,18 +128,24 @@ impl Scraper {
             let said = status_message(&error_body(response.into_body()).await);
             return Err(ScrapeError::Status(status.as_u16(), said));
         }
-        read_capped(response.into_body(), self.max_bytes)
+        read_charged(response.into_body(), self.max_bytes, charge)
             .await
-            .map_err(|e| {
-                ScrapeError::Transport(Cause {
+            .map_err(|e| match e {
+                ReadError::Body(e) => ScrapeError::Transport(Cause {
                     kind: "body",
                     text: format!("reading the body: {e}"),
-                })
-            })?
-            .ok_or(ScrapeError::TooLarge(self.max_bytes))
+                }),
+                ReadError::TooLarge => ScrapeError::TooLarge(self.max_bytes),
+                ReadError::NeverFits { declared, most } => ScrapeError::OverBudget(format!(
+                    "it declares {declared} bytes, and one page may hold at most {most} of the \
+                     {}-byte scrape memory budget (--scrape-memory-bytes)",
+                    self.budget.total()
+                )),
+                ReadError::Budget(full) => ScrapeError::OverBudget(full.to_string()),
+            })
     }
 
-    async fn via_proxy(&self, path: &str) -> Result<Vec<u8>, ScrapeError> {
+    async fn via_proxy(&self, path: &str, charge: &mut Charge) -> Result<Vec<u8>, ScrapeError> {
         let client = self.kube.as_ref().ok_or(ScrapeError::NoApi)?;
         let transport = |e: String| {
             ScrapeError::Transport(Cause {
@@ -134,6 +160,6 @@ impl Scraper {
             .send(request)
             .await
             .map_err(|e| transport(format!("through the API server's pod proxy: {e}")))?;
-        self.page(response).await
+        self.page(response, charge).await
     }
 }

@@ -185,6 +185,10 @@ impl Listening {
                 permits: Arc::new(tokio::sync::Semaphore::new(
                     limits.max_concurrent_scrapes.max(1),
                 )),
+                budget: super::budget::MemoryBudget::new(
+                    limits.scrape_memory_bytes,
+                    limits.max_concurrent_scrapes.max(1),
+                ),
             },
             telemetry: telemetry.clone(),
             epoch: Instant::now(),

@@ -80,20 +80,28 @@ pub async fn decide_once(
         kube: Some(client.clone()),
         max_bytes: crate::edge::source::DEFAULT_MAX_BYTES,
         permits: Arc::new(tokio::sync::Semaphore::new(32)),
+        budget: super::budget::MemoryBudget::new(
+            super::limits::Limits::default().scrape_memory_bytes,
+            32,
+        ),
     };
     let endpoints: Vec<_> = list
         .items
         .iter()
         .filter_map(|p| shape.endpoint(p))
         .collect();
-    let pages = scraper.scrape_each(&endpoints, target.timeout).await;
+    let pages = scraper
+        .scrape_each(&endpoints, target.timeout, |page| {
+            crate::metrics::read_page(page, target.server)
+        })
+        .await;
     let inputs = endpoints
         .iter()
-        .zip(&pages)
+        .zip(pages)
         .map(|(pod, (page, _took))| Input {
             name: pod.name.clone(),
             fetched: match page {
-                Ok(bytes) => Fetched::Page(bytes),
+                Ok(read) => Fetched::Read(read),
                 Err(e) => Fetched::Failed(e.to_string()),
             },
             earlier: state.counters.get(&pod.name),

@@ -9,7 +9,7 @@
 
 use crate::observe::metrics::exposition::Scan;
 use crate::observe::metrics::rates::{Rates, Snapshot};
-use crate::observe::metrics::{read_page, ProfileError, Replica, ServerChoice, Signals};
+use crate::observe::metrics::{read_page, PageRead, ProfileError, Replica, ServerChoice, Signals};
 use crate::project::demand::Observation;
 use std::collections::BTreeMap;
 
@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 pub enum Fetched<'a> {
     /// Its `/metrics` page.
     Page(&'a [u8]),
+    /// Its page, already read with the round's server (by [`read_page`], as the page arrived:
+    /// `serve` keeps no page past its scrape).
+    Read(PageRead),
     /// Signals already read (the simulator's replicas).
     Signals(Signals),
     /// No page, and why (timeout, refused, status...).
@@ -141,6 +144,7 @@ pub fn read<'a>(
                 let read = read_page(page, server);
                 (Some(read.signals.map_err(Unread::Page)), Some(read.scan))
             }
+            Fetched::Read(read) => (Some(read.signals.map_err(Unread::Page)), Some(read.scan)),
         };
         let mut snapshot = None;
         let vote = signals.map(|signals| {
