@@ -9,12 +9,14 @@
 //! answer within [`Limits::activator_timeout`], or a watch silent for
 //! [`Limits::activator_watch_idle`] (the activator sends a keep-alive every 5 s), has failed. A
 //! failure is published as [`Counts::Failed`], never as zero held, and the follower reconnects
-//! with back-off.
+//! with back-off. What a follower holds of a body (a `/queue` document, a watch's partial line
+//! and the chunk in hand) past a small allowance is charged to the scrape memory budget
+//! ([`super::budget`]) as it arrives; a body that does not fit fails the read, naming the budget.
 
+use super::budget::{read_charged, MemoryBudget, ReadError, ACTIVATOR_FREE_BYTES};
 use super::limits::Limits;
 use crate::counts::wire::{self, WireError};
 use crate::counts::HostCounts;
-use crate::edge::source::read_capped;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{watch, Notify};
@@ -69,6 +71,7 @@ pub fn follow(
     activator: Source,
     changed: Arc<Notify>,
     limits: Limits,
+    budget: MemoryBudget,
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
     let tx = Announcing { tx, changed };
@@ -76,7 +79,14 @@ pub fn follow(
         let mut backoff = limits.activator_backoff;
         loop {
             let mut followed_since = None;
-            let outcome = watch_events(&http, &activator, &tx, &limits, &mut followed_since).await;
+            let outcome = watch_events(
+                &http,
+                &activator,
+                &tx,
+                (&limits, &budget),
+                &mut followed_since,
+            )
+            .await;
             // A watch that delivered counts for longer than the longest pause was no failure
             // in a row: the next failure starts the back-off over (an activator restart after
             // hours must not wait out the pause earned while it was down at start-up).
@@ -85,7 +95,7 @@ pub fn follow(
                 backoff = limits.activator_backoff;
             }
             match outcome {
-                Ok(Mode::NoWatch) => poll(&http, &activator, &tx, &limits).await,
+                Ok(Mode::NoWatch) => poll(&http, &activator, &tx, &limits, &budget).await,
                 Ok(Mode::Ended) => backoff = limits.activator_backoff,
                 Err(e) => {
                     tracing::warn!(activator = %activator.url, error = %e, "the activator's held count cannot be read");
@@ -124,7 +134,7 @@ async fn watch_events(
     http: &reqwest::Client,
     activator: &Source,
     tx: &Announcing,
-    limits: &Limits,
+    (limits, budget): (&Limits, &MemoryBudget),
     followed_since: &mut Option<Instant>,
 ) -> Result<Mode, String> {
     let (timeout, idle) = (limits.activator_timeout, limits.activator_watch_idle);
@@ -141,12 +151,17 @@ async fn watch_events(
         return Err(format!("{url}: HTTP status {}", response.status()));
     }
     let mut decoder = wire::Decoder::new(limits.activator_max_bytes);
+    let mut charge = budget.charge(ACTIVATOR_FREE_BYTES);
     loop {
         let chunk = tokio::time::timeout(idle, response.chunk())
             .await
             .map_err(|_| format!("{url}: silent for {idle:?} (no event, no keep-alive): stalled"))?
             .map_err(|e| format!("{url}: {}", crate::edge::source::cause(&e)))?;
         let Some(chunk) = chunk else { break };
+        // The chunk in hand and what the decoder keeps of a line not yet ended.
+        charge
+            .hold(decoder.held() + chunk.len())
+            .map_err(|full| format!("{url}: the watch's event refused: {full}"))?;
         for event in decoder.feed(&chunk) {
             let counts = event.map_err(|e| wire_failure(&url, e))?;
             followed_since.get_or_insert_with(Instant::now);
@@ -158,11 +173,19 @@ async fn watch_events(
                 }
             }
         }
+        drop(chunk);
+        let _ = charge.hold(decoder.held());
     }
     Ok(Mode::Ended)
 }
 
-async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing, limits: &Limits) {
+async fn poll(
+    http: &reqwest::Client,
+    activator: &Source,
+    tx: &Announcing,
+    limits: &Limits,
+    budget: &MemoryBudget,
+) {
     let (timeout, max_bytes) = (limits.activator_timeout, limits.activator_max_bytes);
     let url = format!("{}/queue", activator.url);
     loop {
@@ -176,10 +199,19 @@ async fn poll(http: &reqwest::Client, activator: &Source, tx: &Announcing, limit
                 return Err(format!("{url}: HTTP status {}", response.status()));
             }
             let body = http::Response::from(response).into_body();
-            let doc = read_capped(body, max_bytes)
+            let mut charge = budget.charge(ACTIVATOR_FREE_BYTES);
+            let doc = read_charged(body, max_bytes, &mut charge)
                 .await
-                .map_err(|e| format!("{url}: {}", crate::edge::source::cause(&e)))?
-                .ok_or_else(|| format!("{url}: counts over {max_bytes} bytes"))?;
+                .map_err(|e| match e {
+                    ReadError::Body(e) => format!("{url}: {}", crate::edge::source::cause(&e)),
+                    ReadError::TooLarge => format!("{url}: counts over {max_bytes} bytes"),
+                    ReadError::NeverFits { declared, most } => format!(
+                        "{url}: counts of {declared} bytes refused: one body may hold at most \
+                         {most} of the {}-byte scrape memory budget (--scrape-memory-bytes)",
+                        budget.total()
+                    ),
+                    ReadError::Budget(full) => format!("{url}: counts refused: {full}"),
+                })?;
             host_counts(&doc, &activator.host).map_err(|e| format!("{url}: {e}"))
         };
         let reading = tokio::time::timeout(timeout, reading)
@@ -222,3 +254,6 @@ fn publish(tx: &Announcing, new: Counts) {
         tx.changed.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,6 +17,7 @@
 //! error joined.
 
 use super::activator::{self, Counts, Source};
+use super::budget::MemoryBudget;
 use super::limits::Limits;
 use super::AbortOnDrop;
 use crate::counts::HostCounts;
@@ -55,6 +56,7 @@ pub fn follow(
     host: String,
     require_route: bool,
     limits: Limits,
+    budget: MemoryBudget,
 ) -> (watch::Receiver<Counts>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Counts::Unknown);
     let task = tokio::spawn(async move {
@@ -74,7 +76,7 @@ pub fn follow(
             }
             (Members::Service { url, .. }, None) => (watch::channel(Ok(vec![url])).1, None),
         };
-        aggregate(http, host, require_route, urls, tx, limits).await;
+        aggregate(http, host, require_route, urls, tx, (limits, budget)).await;
     });
     (rx, task)
 }
@@ -91,7 +93,7 @@ async fn aggregate(
     require_route: bool,
     mut urls: watch::Receiver<Result<Vec<String>, String>>,
     tx: watch::Sender<Counts>,
-    limits: Limits,
+    (limits, budget): (Limits, MemoryBudget),
 ) {
     let changed = Arc::new(Notify::new());
     let cap = limits.activator_max_endpoints.max(1);
@@ -124,8 +126,13 @@ async fn aggregate(
                         host: host.clone(),
                         require_route,
                     };
-                    let (counts, task) =
-                        activator::follow(http.clone(), source, changed.clone(), limits);
+                    let (counts, task) = activator::follow(
+                        http.clone(),
+                        source,
+                        changed.clone(),
+                        limits,
+                        budget.clone(),
+                    );
                     children.insert(
                         url.clone(),
                         Child {

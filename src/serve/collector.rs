@@ -139,6 +139,7 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
                 a.host.clone(),
                 spec.serve_mode.is_none(),
                 shared.limits,
+                shared.scraper.budget.clone(),
             );
             (Some(rx), Some(AbortOnDrop(task)))
         }

@@ -640,8 +640,9 @@ async fn verdict(
         },
         409 => Verdict::Taken(owner.unwrap_or_else(|| "another model".to_owned())),
         s => {
-            let text = r.text().await.unwrap_or_default();
-            let why = serde_json::from_str::<serde_json::Value>(&text)
+            // Its first 4 KiB, within 1 s: the address answering may be anyone's.
+            let text = crate::edge::source::error_body(http::Response::from(r).into_body()).await;
+            let why = serde_json::from_slice::<serde_json::Value>(&text)
                 .ok()
                 .and_then(|v| v["error"].as_str().map(str::to_owned))
                 .unwrap_or_else(|| format!("HTTP status {s}"));

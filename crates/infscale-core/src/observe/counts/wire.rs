@@ -103,6 +103,11 @@ impl Decoder {
         }
     }
 
+    /// The bytes its buffers hold now (a partial line and event, and the room they keep).
+    pub fn held(&self) -> usize {
+        self.line.capacity() + self.data.capacity()
+    }
+
     /// Appends a piece of the current line, within the cap.
     fn extend_line(&mut self, piece: &[u8]) -> Result<(), WireError> {
         if self.line.len() + piece.len() > self.max {
