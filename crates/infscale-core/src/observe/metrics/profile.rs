@@ -271,10 +271,20 @@ pub enum ProfileError {
     },
     #[error("every line of the page is malformed ({skipped} skipped)")]
     Unusable { skipped: usize },
+    /// A histogram with more distinct bucket bounds than any real one has.
+    #[error("{server} page's {series} has over {max} distinct buckets")]
+    TooManyBuckets {
+        server: Server,
+        series: &'static str,
+        max: usize,
+    },
     /// The page is another server's: a configuration error, not a failed scrape.
     #[error("configured as a {configured} page, but the page is {seen}'s (set the server to {seen} or auto)")]
     WrongServer { configured: Server, seen: Server },
 }
+
+/// The most distinct bucket bounds read from one histogram: real ones have 10 to 30.
+pub const MAX_BUCKETS: usize = 256;
 
 /// A page read through a profile: the signals (or why there are none) and what the scan saw.
 #[derive(Debug, Clone)]
@@ -340,6 +350,8 @@ struct Tally {
     output_tokens: Option<f64>,
     prompt_tokens: Option<f64>,
     ttft: Option<Histogram>,
+    /// A bucket past [`MAX_BUCKETS`] was refused: the histogram is not read.
+    ttft_overflow: bool,
     durations: [Option<f64>; 3],
 }
 
@@ -452,6 +464,13 @@ impl Accumulator {
         if !profile.running.is_empty() && tally.running.is_none() {
             return Err(missing(profile.running));
         }
+        if let (true, Some((series, _))) = (tally.ttft_overflow, profile.ttft_buckets) {
+            return Err(ProfileError::TooManyBuckets {
+                server,
+                series,
+                max: MAX_BUCKETS,
+            });
+        }
         let unit = profile.ttft_buckets.map_or(1.0, |(_, unit)| unit);
         let ttft = tally.ttft.clone().map(|mut h| {
             for b in &mut h.buckets {
@@ -523,10 +542,11 @@ impl Visitor for Accumulator {
                     .label("le")
                     .and_then(|le| exposition::parse_float(&le));
                 if let Some(le) = le.filter(|le| !le.is_nan()) {
-                    tally
+                    let within = tally
                         .ttft
                         .get_or_insert_with(Histogram::default)
-                        .add(le, value);
+                        .add_within(le, value, MAX_BUCKETS);
+                    tally.ttft_overflow |= !within;
                 }
             }
         }
