@@ -313,3 +313,19 @@ async fn pages_of_8_then_64_hostile_pods_stay_within_the_budget_and_a_normal_tar
     );
     drop(servers);
 }
+
+#[test]
+fn a_budget_it_cannot_count_exits_2_naming_the_flag() {
+    for bytes in ["0", "1000", "8589934592"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_infscale"))
+            .args(["serve", "--no-kube", "--scrape-memory-bytes", bytes])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bytes}: {stderr}");
+        assert!(
+            stderr.contains("--scrape-memory-bytes"),
+            "{bytes}: {stderr}"
+        );
+    }
+}
