@@ -108,3 +108,21 @@ async fn the_page_cap_still_holds_within_the_budget() {
     let got = read_charged(chunked(3, MIB), 2 * MIB, &mut c).await;
     assert!(matches!(got, Err(ReadError::TooLarge)), "{got:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_read_given_up_midway_gives_its_bytes_back() {
+    let b = MemoryBudget::new(8 * MIB, 4);
+    let piece = Bytes::from(vec![b'#'; 64 << 10]);
+    // 2 MiB, then a pod that stops sending.
+    let stalls = futures::StreamExt::chain(
+        futures::stream::iter((0..32).map(move |_| Ok(Frame::data(piece.clone())))),
+        futures::stream::pending::<Result<Frame<Bytes>, std::convert::Infallible>>(),
+    );
+    let mut c = b.charge(b.page_share());
+    let read = read_charged(StreamBody::new(stalls), 16 * MIB, &mut c);
+    let gave_up = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
+    assert!(gave_up.is_err());
+    assert!(b.pool_left() < 4 * MIB);
+    drop(c);
+    assert_eq!(b.pool_left(), 4 * MIB);
+}
