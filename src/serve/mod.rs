@@ -3,7 +3,8 @@
 //! KEDA calls [`service`] (IsActive, StreamIsActive, GetMetricSpec, GetMetrics) with a trigger's
 //! metadata, read by [`metadata`]. Each scale target gets a background [`collector`], held in the
 //! [`registry`], that finds the target's pods ([`discovery`]: a watched store of the Kubernetes
-//! API, or a static list), scrapes them within bounds ([`scrape`]), follows the activator's held
+//! API, or a static list), scrapes them within bounds ([`scrape`]; every body's bytes within one
+//! memory [`budget`]), follows the activator's held
 //! count live ([`activator`]), and publishes what `scaling::evaluate` concludes. Calls only read
 //! that publication. [`server`] assembles the gRPC server with health, reflection and TLS, and
 //! [`telemetry`] is the scaler's own `/metrics`. In serve mode, [`path`] puts the activator in a
