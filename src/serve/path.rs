@@ -406,7 +406,7 @@ async fn run(
                     {
                         written = Some((true, tokio::time::Instant::now(), url.clone()));
                     }
-                    let seen = probe_seen(&http, &pace, url.or_else(|| mode.url.clone())).await;
+                    let seen = probe_seen(&http, &pace, url).await;
                     if seen != *answering.borrow() {
                         tracing::info!(service = %mode.service, answering = seen, "serve mode: the activator in the Service's path");
                     }
@@ -420,7 +420,7 @@ async fn run(
                 }
                 Ok(Wrote::Deferred { probe, .. }) => {
                     written = None;
-                    let seen = probe_seen(&http, &pace, probe.or_else(|| mode.url.clone())).await;
+                    let seen = probe_seen(&http, &pace, probe).await;
                     answering.send_replace(seen);
                     // The writer may take it out at any time: look again soon (one probe a
                     // try while it answers), later while it does not.
@@ -465,7 +465,8 @@ async fn run(
     }
 }
 
-/// Whether an activator answers a probe through the Service at `url`.
+/// Whether an activator answers a probe through the Service at `url`: only the URL the session
+/// gave (a `serviceUrl` it checked against the Service), never the metadata's unchecked.
 async fn probe_seen(http: &reqwest::Client, pace: &Pace, url: Option<String>) -> bool {
     match url {
         Some(u) => probe(http, pace, &u).await,

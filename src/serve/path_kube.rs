@@ -127,7 +127,8 @@ impl PathWriter for KubePaths {
             port: None,
             avoid: BTreeSet::new(),
             verified: BTreeSet::new(),
-            probe_url: mode.url.clone(),
+            // Known once the Service is read: `serviceUrl` is checked against it first.
+            probe_url: None,
             keeper,
             members: activator_members(self.client.clone(), activator_ref.as_ref()),
         })
