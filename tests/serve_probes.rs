@@ -177,7 +177,7 @@ async fn refused_slice_writes_back_off_while_the_target_stays_active() {
     let idle = pod("127.0.0.2:0", Behaviour::Page(vllm_running(0)));
     let act = activator_on("chat", "127.0.0.3:0");
     slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
-    slices.refuse_writes(true);
+    slices.forbid_slice_writes(true);
     let running = start(infscale::serve::server::Config {
         statics: HashMap::from([("chat".to_owned(), vec![idle.url()])]),
         kube_api: Some(kube.server.url("")),
@@ -204,7 +204,7 @@ async fn refused_slice_writes_back_off_while_the_target_stays_active() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let first = patches();
-    // 20 s of refusals, the target asked about every 250 ms: every 500 ms before (40 writes).
+    // 20 s of 403s, the target asked about every 250 ms: every 500 ms before (40 writes).
     let until = Instant::now() + Duration::from_secs(20);
     while Instant::now() < until {
         let active = is_active(&mut c, &so).await;
@@ -224,9 +224,9 @@ async fn refused_slice_writes_back_off_while_the_target_stays_active() {
         .lines()
         .find(|l| l.starts_with("infscale_serve_path_write_failures_total{"))
         .unwrap_or_default();
-    assert!(failed.contains("reason=\"api_error\""), "{page}");
+    assert!(failed.contains("reason=\"forbidden\""), "{page}");
     // The API writes again: the slice is written at the next try.
-    slices.refuse_writes(false);
+    slices.forbid_slice_writes(false);
     let end = Instant::now() + Duration::from_secs(40);
     while !slices.ours("chat") {
         assert!(
