@@ -208,6 +208,12 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]}),
     );
     let kube = Kube::serve_mode(slices.clone());
+    // `serviceUrl` is the Service's ClusterIP at one of its ports (the only address it may be).
+    let nothing = common::scaler::free_port();
+    slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "chat", "namespace": "llm"},
+        "spec": {"clusterIP": "127.0.0.1",
+            "ports": [{"name": "http", "port": nothing, "targetPort": "http"}]}}));
     let busy = pod("127.0.0.2:0", Behaviour::Page(vllm_running(5)));
     // The activator as the manifests find it: the ready pods of its admin Service.
     let act = activator_on("chat", "127.0.0.3:0");
@@ -236,10 +242,7 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
             ("serveMode", "true".into()),
             ("service", "chat".into()),
             // Nothing answers here: the activator is never seen through the Service.
-            (
-                "serviceUrl",
-                format!("http://127.0.0.1:{}", common::scaler::free_port()),
-            ),
+            ("serviceUrl", format!("http://127.0.0.1:{nothing}")),
             ("activatorPort", "8080".into()),
             ("serveModeSettleSeconds", "0.2".into()),
         ],

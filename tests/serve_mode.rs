@@ -192,6 +192,11 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
     let slices = Cluster::default();
     let kube = Kube::serve_mode(slices.clone());
     let service = kube_proxy(slices.clone(), "chat").await;
+    // The Service's ClusterIP and port are the kube-proxy stand-in's: `serviceUrl` names them.
+    slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "chat", "namespace": "llm"},
+        "spec": {"clusterIP": service.ip().to_string(),
+            "ports": [{"name": "http", "port": service.port(), "targetPort": "http"}]}}));
     let pod_addr = {
         let l = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
         l.local_addr().unwrap()

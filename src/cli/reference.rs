@@ -242,6 +242,8 @@ fn scaler_page() -> String {
     let labels = TargetSpec::from_metadata("chat", "llm", &metadata, &Default::default())
         .map(|spec| spec.series_labels())
         .unwrap_or_default();
+    let path = crate::serve::telemetry::PathSeries::new(&telemetry, labels.clone());
+    path.write_failed("forbidden");
     let series = TriggerSeries::new(&telemetry, labels);
     series.scraped(0.01);
     series.scrape_failed("timeout");
@@ -252,7 +254,9 @@ fn scaler_page() -> String {
     series.activator_up(true);
     series.activator_route(true);
     telemetry.call("GetMetrics", tonic::Code::Ok);
-    telemetry.render()
+    let page = telemetry.render();
+    drop(path);
+    page
 }
 
 /// An activator page with one route that has done everything a route does.

@@ -69,6 +69,8 @@ pub struct Shared {
     pub limits: Limits,
     /// Where serve mode writes the activator into a Service's path, if anywhere.
     pub paths: Option<Arc<dyn super::path::PathWriter>>,
+    /// The pace serve mode's probes keep together, across every trigger.
+    pub probes: Arc<super::path::Probes>,
 }
 
 impl Shared {
@@ -276,6 +278,8 @@ fn serve_path(shared: &Shared, spec: &TargetSpec) -> Option<ServePath> {
             writer.clone(),
             mode.clone(),
             spec.activator.as_ref().map(|a| a.members.clone()),
+            shared.probes.clone(),
+            super::telemetry::PathSeries::new(&shared.telemetry, spec.series_labels()),
         )),
         None => {
             tracing::error!(service = %mode.service, "serve mode needs the Kubernetes API to put the activator in the Service's path; the target will not go idle");

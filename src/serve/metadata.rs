@@ -7,6 +7,7 @@
 //! was started with: a URL in metadata is never fetched blindly.
 
 mod address;
+pub(crate) use address::service_url_fits;
 mod target_keys;
 
 use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES};
@@ -340,7 +341,9 @@ impl TargetSpec {
                 return Err(bad("serveMode", "needs activatorUrl"));
             }
             let url = get("serviceUrl")
-                .map(|u| address::service_url(u).map_err(|e| bad("serviceUrl", e)))
+                .map(|u| {
+                    address::service_url(u, &service, &namespace).map_err(|e| bad("serviceUrl", e))
+                })
                 .transpose()?;
             let service_port = get("servicePort")
                 .map(|p| address::service_port(p).map_err(|e| bad("servicePort", e)))
@@ -533,11 +536,15 @@ mod tests {
         .serve_mode
         .unwrap();
         assert_eq!(m.service, "chat-svc");
-        assert_eq!(m.url.as_deref(), Some("http://chat-svc.llm:8000"));
+        assert_eq!(m.url.as_deref(), Some("http://chat-svc.llm.svc:8000"));
         for (bad, key) in [
             (("serveMode", "yes"), "serveMode"),
             (("serviceUrl", "http://a/b"), "serviceUrl"),
             (("serviceUrl", "https://a"), "serviceUrl"),
+            // Another Service, another namespace's, another host: never probed.
+            (("serviceUrl", "http://db.llm.svc:5432"), "serviceUrl"),
+            (("serviceUrl", "http://chat.other.svc"), "serviceUrl"),
+            (("serviceUrl", "http://169.254.169.254"), "serviceUrl"),
             (("activatorPort", "0"), "activatorPort"),
             (("serveModeSettleSeconds", "-1"), "serveModeSettleSeconds"),
             (("service", "Chat_Svc"), "service"),

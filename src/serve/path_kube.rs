@@ -114,6 +114,7 @@ impl PathWriter for KubePaths {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .timeout(PROBE_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
         let activator_ref = activator.clone();
@@ -126,7 +127,8 @@ impl PathWriter for KubePaths {
             port: None,
             avoid: BTreeSet::new(),
             verified: BTreeSet::new(),
-            probe_url: mode.url.clone(),
+            // Known once the Service is read: `serviceUrl` is checked against it first.
+            probe_url: None,
             keeper,
             members: activator_members(self.client.clone(), activator_ref.as_ref()),
         })
@@ -235,9 +237,9 @@ impl PathSession for KubeSession {
                 Role::Observer { holder } => {
                     if self.probe_url.is_none() {
                         if let Ok(service) = self.service().await {
-                            self.probe_url = serving_port(&service, &self.mode)
-                                .ok()
-                                .map(|(_, port)| self.service_url(&service, port));
+                            if let Ok((_, port)) = serving_port(&service, &self.mode) {
+                                self.probe_url = Some(self.service_url(&service, port)?);
+                            }
                         }
                     }
                     return Ok(Wrote::Deferred {
@@ -300,25 +302,34 @@ impl KubeSession {
             .map_err(|e| format!("reading Service {}: {e}", self.mode.service))
     }
 
-    /// Where the Service is probed: `serviceUrl`, else its ClusterIP at `port` (what kube-proxy
-    /// balances, with no name to resolve), else (a headless Service) its DNS name.
-    fn service_url(&self, service: &Service, port: i32) -> String {
+    /// Where the Service is probed: `serviceUrl` (when its address and port are the Service's:
+    /// else an error naming the key), else its ClusterIP at `port` (what kube-proxy balances,
+    /// with no name to resolve), else (a headless Service) its DNS name.
+    fn service_url(&self, service: &Service, port: i32) -> Result<String, WriteError> {
+        let spec = service.spec.as_ref();
+        let ips: Vec<std::net::IpAddr> = spec
+            .into_iter()
+            .flat_map(|s| s.cluster_ips.iter().flatten().chain(&s.cluster_ip))
+            .filter_map(|ip| ip.parse().ok())
+            .collect();
         if let Some(url) = &self.mode.url {
-            return url.clone();
+            let ports: Vec<u16> = spec
+                .into_iter()
+                .flat_map(|s| s.ports.iter().flatten())
+                .filter_map(|p| u16::try_from(p.port).ok())
+                .collect();
+            super::metadata::service_url_fits(url, &self.mode.service, &ips, &ports)
+                .map_err(|e| WriteError::metadata("serviceUrl", e))?;
+            return Ok(url.clone());
         }
-        let ip = service
-            .spec
-            .as_ref()
-            .and_then(|s| s.cluster_ip.as_deref())
-            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
-        match ip {
+        Ok(match ips.first() {
             Some(std::net::IpAddr::V4(ip)) => format!("http://{ip}:{port}"),
             Some(std::net::IpAddr::V6(ip)) => format!("http://[{ip}]:{port}"),
             None => format!(
                 "http://{}.{}.svc:{port}",
                 self.mode.service, self.mode.namespace
             ),
-        }
+        })
     }
 
     async fn take_out(&self) -> Result<(), WriteError> {
@@ -336,7 +347,7 @@ impl KubeSession {
         let service = self.service().await.map_err(WriteError::other)?;
         let (port_name, service_port) =
             serving_port(&service, &self.mode).map_err(WriteError::other)?;
-        self.probe_url = Some(self.service_url(&service, service_port));
+        self.probe_url = Some(self.service_url(&service, service_port)?);
         let addresses = activator_addresses(&self.client, self.activator.as_ref())
             .await
             .map_err(WriteError::other)?;
@@ -448,6 +459,7 @@ impl KubeSession {
                 crate::limits::ERROR_TEXT_BYTES,
             ),
             no_route: true,
+            key: None,
         })
     }
 

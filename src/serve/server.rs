@@ -150,7 +150,10 @@ impl Listening {
         let telemetry = Arc::new(Telemetry::new());
         let via = config.scrape_via.unwrap_or_else(ScrapeVia::here);
         let limits = config.limits;
+        // Scrapes and the activator follower: a page is read where it was asked for, never
+        // where an answer redirects to.
         let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(limits.connect_timeout)
             .pool_idle_timeout(limits.pool_idle)
             .build()
@@ -170,6 +173,7 @@ impl Listening {
         };
         let shared = Shared {
             paths,
+            probes: Arc::default(),
             discovery: DiscoveryContext {
                 statics: Arc::new(config.statics.clone()),
                 client: self.kube.clone(),

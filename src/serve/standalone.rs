@@ -76,7 +76,10 @@ pub async fn decide_once(
         via: target.scrape_via.unwrap_or_else(ScrapeVia::here),
     };
     let scraper = Scraper {
-        http: reqwest::Client::new(),
+        // A page is read where it was asked for, never where an answer redirects to.
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?,
         kube: Some(client.clone()),
         max_bytes: crate::edge::source::DEFAULT_MAX_BYTES,
         permits: Arc::new(tokio::sync::Semaphore::new(32)),

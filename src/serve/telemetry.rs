@@ -29,6 +29,7 @@ pub struct Telemetry {
     pub activator_route: Family<Labels, Gauge>,
     pub config_errors: Family<Labels, Gauge>,
     pub deletion_cost_writes: Family<Labels, Counter>,
+    pub path_write_failures: Family<Labels, Counter>,
     pub collectors: Gauge,
     pub grpc_calls: Family<Labels, Counter>,
 }
@@ -52,6 +53,7 @@ impl Telemetry {
         let activator_route = Family::<Labels, Gauge>::default();
         let config_errors = Family::<Labels, Gauge>::default();
         let deletion_cost_writes = Family::<Labels, Counter>::default();
+        let path_write_failures = Family::<Labels, Counter>::default();
         let collectors = Gauge::default();
         let grpc_calls = Family::<Labels, Counter>::default();
         registry.register(
@@ -99,6 +101,11 @@ impl Telemetry {
             "Pod deletion-cost annotations written for a target (deletionCost: true), per result",
             deletion_cost_writes.clone(),
         );
+        registry.register(
+            "serve_path_write_failures",
+            "Serve mode: writes of a trigger's Service path (its slice, through the Kubernetes API) that failed, per reason; each is retried after a pause that doubles to minutes",
+            path_write_failures.clone(),
+        );
         registry.register("collectors", "Collectors running", collectors.clone());
         registry.register(
             "grpc_calls",
@@ -116,6 +123,7 @@ impl Telemetry {
             activator_route,
             config_errors,
             deletion_cost_writes,
+            path_write_failures,
             collectors,
             grpc_calls,
         }
@@ -259,6 +267,47 @@ impl Drop for TriggerSeries {
                 t.scrape_errors.remove(labels);
                 t.config_errors.remove(labels);
                 t.deletion_cost_writes.remove(labels);
+            }
+        }
+    }
+}
+
+/// One serve-mode trigger's path series (its failed writes, per reason), removed when dropped
+/// (the path task ended).
+pub struct PathSeries {
+    telemetry: Arc<Telemetry>,
+    labels: Labels,
+    reasons: Mutex<Vec<Labels>>,
+}
+
+impl PathSeries {
+    /// The series of the trigger whose [`TriggerSeries`] has these `labels`.
+    pub fn new(telemetry: &Arc<Telemetry>, labels: Labels) -> PathSeries {
+        PathSeries {
+            telemetry: telemetry.clone(),
+            labels,
+            reasons: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// One more write that failed for `reason`.
+    pub fn write_failed(&self, reason: &str) {
+        let mut l = self.labels.clone();
+        l.push(("reason".to_owned(), reason.to_owned()));
+        self.telemetry.path_write_failures.get_or_create(&l).inc();
+        if let Ok(mut reasons) = self.reasons.lock() {
+            if !reasons.contains(&l) {
+                reasons.push(l);
+            }
+        }
+    }
+}
+
+impl Drop for PathSeries {
+    fn drop(&mut self) {
+        if let Ok(reasons) = self.reasons.lock() {
+            for l in reasons.iter() {
+                self.telemetry.path_write_failures.remove(l);
             }
         }
     }

@@ -224,20 +224,96 @@ pub fn metrics_path(raw: &str) -> Result<String, String> {
     Ok(raw.to_owned())
 }
 
-/// A serve-mode probe URL: `http://HOST[:PORT]`, no credentials, no path; returned without a
-/// trailing slash.
-pub fn service_url(raw: &str) -> Result<String, String> {
-    let base = raw.trim_end_matches('/');
-    let rest = base
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{raw:?} must be an http:// URL"))?;
-    let authority: http::uri::Authority = rest
-        .parse()
-        .map_err(|_| format!("{raw:?} must be http://HOST[:PORT] with no path"))?;
-    if rest.is_empty() || rest.contains(['/', '@', '?', '#']) || authority.host().is_empty() {
-        return Err(format!("{raw:?} must be http://HOST[:PORT] with no path"));
+/// A serve-mode probe URL (`serviceUrl`): `http://HOST[:PORT]`, no credentials, no path, whose
+/// host is the trigger's own `service` in the ScaledObject's `namespace`, by name (`NAME`,
+/// `NAME.NS`, `NAME.NS.svc`, `NAME.NS.svc.cluster.local`), or an IP address, which must then be
+/// that Service's ClusterIP when the API is read ([`service_url_fits`]). The short forms are
+/// returned as `NAME.NS.svc`, which names that one Service from any namespace (a bare `NAME`
+/// would resolve in the scaler's own); the URL is returned without a trailing slash.
+pub fn service_url(raw: &str, service: &str, namespace: &str) -> Result<String, String> {
+    let shown = shown(raw);
+    if !raw.starts_with("http://") {
+        return Err(format!("{shown:?} must be an http:// URL"));
     }
-    Ok(base.to_owned())
+    let mut url = clean_url(raw)?;
+    if url.path() != "/" {
+        return Err(format!("{shown:?} must be http://HOST[:PORT] with no path"));
+    }
+    let own = format!("{service}.{namespace}.svc");
+    let refused = || {
+        format!(
+            "{shown:?} is not Service {service} of namespace {namespace}: the host must be \
+             {own} (or {service}, {service}.{namespace}, {own}.cluster.local) or its ClusterIP"
+        )
+    };
+    match url.host() {
+        Some(Host::Domain(host)) => {
+            let host = host.trim_end_matches('.').to_owned();
+            let labels: Vec<&str> = host.split('.').collect();
+            match labels.as_slice() {
+                [name] if *name == service => {}
+                [name, ns] | [name, ns, "svc"] | [name, ns, "svc", "cluster", "local"]
+                    if *name == service && *ns == namespace => {}
+                _ => return Err(refused()),
+            }
+            if labels.len() < 5 {
+                url.set_host(Some(&own)).map_err(|_| refused())?;
+            }
+        }
+        Some(Host::Ipv4(ip)) => {
+            if ip.is_unspecified() || ip.is_link_local() || ip.is_multicast() || ip.is_broadcast() {
+                return Err(format!("{shown:?}: {ip} is never a Service's ClusterIP"));
+            }
+        }
+        Some(Host::Ipv6(ip)) => {
+            let link_local = (ip.segments()[0] & 0xffc0) == 0xfe80;
+            if ip.is_unspecified() || ip.is_multicast() || link_local {
+                return Err(format!("{shown:?}: {ip} is never a Service's ClusterIP"));
+            }
+        }
+        None => return Err(refused()),
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// Whether `serviceUrl` (as [`service_url`] returned it) fits the Service the API shows: an IP
+/// host is one of its `cluster_ips`, and the port one of its `ports`, so that the probe goes
+/// through that Service and nowhere else (a ClusterIP at another port can reach what listens on
+/// the node). An error says which and what the Service has.
+pub fn service_url_fits(
+    url: &str,
+    service: &str,
+    cluster_ips: &[std::net::IpAddr],
+    ports: &[u16],
+) -> Result<(), String> {
+    let parsed = Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    let ip = match parsed.host() {
+        Some(Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+        Some(Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+        _ => None,
+    };
+    if let Some(ip) = ip {
+        if !cluster_ips.contains(&ip) {
+            let has: Vec<String> = cluster_ips.iter().map(|i| i.to_string()).collect();
+            return Err(format!(
+                "{url:?}: {ip} is not Service {service}'s ClusterIP ({})",
+                if has.is_empty() {
+                    "it has none".to_owned()
+                } else {
+                    has.join(", ")
+                }
+            ));
+        }
+    }
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    if !ports.contains(&port) {
+        let has: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
+        return Err(format!(
+            "{url:?}: port {port} is not a port of Service {service} ({})",
+            has.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -312,6 +388,81 @@ mod tests {
         let e = AllowedActivators::parse(&["http://u:pw1@host".to_owned()]).unwrap_err();
         assert!(!e.contains("pw1"), "{e}");
         assert!(AllowedActivators::parse(&["not a url".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn a_service_url_names_the_triggers_own_service_only() {
+        for (ok, normal) in [
+            ("http://chat", "http://chat.llm.svc"),
+            ("http://chat.llm:8000/", "http://chat.llm.svc:8000"),
+            ("http://chat.llm.svc:8000", "http://chat.llm.svc:8000"),
+            (
+                "http://chat.llm.svc.cluster.local:8000",
+                "http://chat.llm.svc.cluster.local:8000",
+            ),
+            ("http://CHAT.llm.svc", "http://chat.llm.svc"),
+            ("http://10.96.0.7:80", "http://10.96.0.7"),
+            ("http://[fd00::7]:8000", "http://[fd00::7]:8000"),
+        ] {
+            assert_eq!(
+                service_url(ok, "chat", "llm").as_deref(),
+                Ok(normal),
+                "{ok}"
+            );
+        }
+        for refused in [
+            // Another Service, here or in another namespace.
+            "http://db.llm.svc:5432",
+            "http://db:5432",
+            "http://chat.other.svc:8000",
+            "http://chat.other",
+            "http://kubernetes.default.svc",
+            // Another host.
+            "http://chat.llm.svc.evil.example",
+            "http://evil.example",
+            "http://chat.llm.svc.cluster.local.evil.example",
+            // Addresses that are never a ClusterIP.
+            "http://169.254.169.254",
+            "http://0.0.0.0:8000",
+            "http://255.255.255.255",
+            "http://224.0.0.1",
+            "http://[fe80::1]",
+            "http://[::]",
+            // Not a bare http origin.
+            "https://chat.llm.svc",
+            "http://chat.llm.svc/latest/meta-data",
+            "http://u:p@chat.llm.svc",
+            "http://chat.llm.svc@169.254.169.254",
+            "http://chat.llm.svc?x",
+        ] {
+            let e = service_url(refused, "chat", "llm").unwrap_err();
+            assert!(!e.is_empty(), "{refused}");
+        }
+        let e = service_url("http://u:secret@chat", "chat", "llm").unwrap_err();
+        assert!(!e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn a_service_urls_address_and_port_are_the_services() {
+        let ips = ["10.96.0.7".parse().unwrap()];
+        assert!(service_url_fits("http://10.96.0.7:8000", "chat", &ips, &[8000]).is_ok());
+        assert!(service_url_fits("http://chat.llm.svc", "chat", &ips, &[80]).is_ok());
+        for (url, says) in [
+            (
+                "http://10.96.0.8:8000",
+                "not Service chat's ClusterIP (10.96.0.7)",
+            ),
+            (
+                "http://10.96.0.7:10250",
+                "port 10250 is not a port of Service chat",
+            ),
+            ("http://chat.llm.svc:22", "port 22"),
+        ] {
+            let e = service_url_fits(url, "chat", &ips, &[8000, 80]).unwrap_err();
+            assert!(e.contains(says), "{url}: {e}");
+        }
+        let e = service_url_fits("http://10.96.0.7", "chat", &[], &[80]).unwrap_err();
+        assert!(e.contains("it has none"), "{e}");
     }
 
     #[test]

@@ -213,8 +213,11 @@ pub const TARGET_KEYS: &[TargetKey] = &[
         "serviceUrl",
         TargetKind::Text,
         "",
-        "serve mode: where the activator is probed through the Service; without it, \
-         `http://SERVICE.NAMESPACE.svc:PORT` at `servicePort`",
+        "serve mode: where the activator is probed through the Service: `http://HOST[:PORT]` \
+         with HOST the trigger's `service` in the ScaledObject's namespace (`SERVICE`, \
+         `SERVICE.NAMESPACE`, `SERVICE.NAMESPACE.svc[.cluster.local]`) or its ClusterIP, and \
+         PORT one of its ports; without it, `http://SERVICE.NAMESPACE.svc:PORT` at \
+         `servicePort`",
     ),
     target_key(
         "servicePort",

@@ -244,6 +244,14 @@ pub fn answer(cluster: &Cluster, mut stream: TcpStream, head: RequestHead, stop:
             "etcdserver: request timed out",
         );
     }
+    if writes && t.resource == "endpointslices" && cluster.state().forbid_slice_writes {
+        return status(
+            &mut stream,
+            403,
+            "Forbidden",
+            "endpointslices.discovery.k8s.io is forbidden: User \"system:serviceaccount:infscale:infscale\" cannot patch resource \"endpointslices\"",
+        );
+    }
     match (head.method.as_str(), t.name.as_deref(), t.sub.as_deref()) {
         ("GET", None, _) if query(q, "watch").as_deref() == Some("true") => {
             let from = query(q, "resourceVersion")

@@ -84,6 +84,8 @@ pub struct State {
     /// Every request under `/apis/coordination.k8s.io/` is answered 404 (an API server that
     /// does not serve the group).
     pub no_leases: bool,
+    /// Every write of an EndpointSlice is answered 403 (RBAC without the grant).
+    pub forbid_slice_writes: bool,
 }
 
 /// Now, in RFC 3339 to the second, as the API server stamps `creationTimestamp`.
@@ -274,6 +276,11 @@ impl Cluster {
     /// down), or again writes.
     pub fn refuse_writes(&self, refuse: bool) {
         self.state().refuse_writes = refuse;
+    }
+
+    /// From now on every EndpointSlice write is answered 403 Forbidden, or served again.
+    pub fn forbid_slice_writes(&self, forbid: bool) {
+        self.state().forbid_slice_writes = forbid;
     }
 
     /// From now on the API answers 404 to everything under `/apis/coordination.k8s.io/` (as an
