@@ -148,7 +148,9 @@ async fn serve_mode_writes_no_service_that_did_not_opt_in_and_no_activator_but_i
         ],
     );
     let apiserver = scaled_object("default", "kubernetes", &[("service", Some("kubernetes"))]);
-    let kedas: Vec<Keda> = [&victim, &database, &apiserver]
+    // The shipped activator, at a port outside its model ports (5432: the database's).
+    let port = scaled_object("llm", "port", &[("activatorPort", Some("5432"))]);
+    let kedas: Vec<Keda> = [&victim, &database, &apiserver, &port]
         .iter()
         .map(|so| Keda::start(&install.cluster, so, install.scaler_address(), SPEED))
         .collect();
@@ -159,10 +161,14 @@ async fn serve_mode_writes_no_service_that_did_not_opt_in_and_no_activator_but_i
     assert!(said.is_ok(), "database: {said:?}");
     let said = told(&kedas[2], "is a system Service", Duration::from_secs(60)).await;
     assert!(said.is_ok(), "kubernetes: {said:?}");
+    let said = told(&kedas[3], "activatorPort: 5432", Duration::from_secs(60)).await;
+    assert!(said.is_ok(), "activatorPort: {said:?}");
     // Given time to write (a trigger writes within a second of its first call), none did.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(writes_of(&install, "llm", "victim-infscale"), []);
     assert_eq!(writes_of(&install, "default", "kubernetes-infscale"), []);
+    // Nothing wrote chat's slice: the database trigger was refused, the port trigger too.
+    assert_eq!(writes_of(&install, "llm", "chat-infscale"), []);
     let infscales = install
         .cluster
         .all("EndpointSlice")
