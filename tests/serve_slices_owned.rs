@@ -271,6 +271,21 @@ async fn a_foreign_slice_by_infscales_name_is_left_alone_and_forged_endpoints_ne
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Nor does the scaler follow them: `code` reads idle (2,001 unread endpoints would keep
+    // its held count unknown, never idle).
+    let end = Instant::now() + Duration::from_secs(60);
+    while !code_keda
+        .is_active()
+        .last()
+        .is_some_and(|(_, _, r)| matches!(r, Ok(false)))
+    {
+        assert!(
+            Instant::now() < end,
+            "code never idle\n{}",
+            code_keda.report(20)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(writes_of(&install, "llm", "chat-infscale"), []);
     let kept = install
