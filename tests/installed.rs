@@ -518,7 +518,7 @@ fn model_docs(ns: &str, app: &str, labels: &str, selector: &str, service: bool) 
     );
     if service {
         yaml.push_str(&format!(
-            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {app}, namespace: {ns}}}\nspec:\n  selector: {selector}\n  ports: [{{name: http, port: 8000, targetPort: http}}]\n"
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {app}, namespace: {ns}, labels: {{infscale.io/serve-mode: \"true\"}}}}\nspec:\n  selector: {selector}\n  ports: [{{name: http, port: 8000, targetPort: http}}]\n"
         ));
     }
     serde_yaml::Deserializer::from_str(&yaml)

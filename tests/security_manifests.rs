@@ -198,12 +198,15 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
     use common::pods::{pod, vllm_running, Behaviour};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let slices = Cluster::default();
-    // A slice a crashed scaler left behind.
+    // A slice a crashed scaler left behind (owned by the Service, as infscale writes it; the
+    // stand-in gives Service `chat` the uid `uid-chat`).
     slices.put(
         serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "chat-infscale", "namespace": "llm",
             "labels": {"kubernetes.io/service-name": "chat",
-                "endpointslice.kubernetes.io/managed-by": "infscale.io"}},
+                "endpointslice.kubernetes.io/managed-by": "infscale.io"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "chat",
+                "uid": "uid-chat"}]},
         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
         "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]}),
     );
@@ -218,12 +221,26 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
     // The activator as the manifests find it: the ready pods of its admin Service.
     let act = activator_on("chat", "127.0.0.3:0");
     slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
+    // Its Service selects its pod, which the operator allowed (`--allow-activator`).
+    let mut admin = slices
+        .get("Service", "llm", ADMIN_SERVICE)
+        .expect("the admin Service");
+    admin["spec"]["selector"] = serde_json::json!({"app": "act"});
+    slices.put(admin);
+    slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "act-0", "namespace": "llm", "labels": {"app": "act"}},
+        "status": {"phase": "Running", "podIP": "127.0.0.3"}}));
     let running = common::scaler::start(infscale::serve::server::Config {
         statics: std::collections::HashMap::from([("chat".to_owned(), vec![busy.url()])]),
         kube_api: Some(kube.server.url("")),
         use_kube: true,
-        // Renewed within the test, so every lease call it makes is made.
-        serve_mode: common::scaler::quick_leases(),
+        allowed_activators: vec![format!("http://{ADMIN_SERVICE}.llm.svc:9092")],
+        // Renewed within the test, so every lease call it makes is made; `activatorPort`
+        // 8080 among the activator's ports.
+        serve_mode: infscale::serve::path_kube::ServeModeSettings {
+            ports: 8000..=8999,
+            ..common::scaler::quick_leases()
+        },
         ..common::scaler::config()
     })
     .await;
@@ -328,6 +345,7 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         opt_in,
         BTreeSet::from([
             slices("delete"),
+            slices("get"),
             slices("patch"),
             leases("create"),
             leases("get"),

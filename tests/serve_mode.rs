@@ -235,6 +235,12 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
         allowed_activators: vec![format!("http://{admin}")],
         kube_api: Some(kube.server.url("")),
         use_kube: true,
+        // The activator on loopback, its proxy port (`activatorPort`) wherever it was bound.
+        serve_mode: infscale::serve::path_kube::ServeModeSettings {
+            ports: 1..=u16::MAX,
+            loopback_pods: true,
+            ..Default::default()
+        },
         ..config()
     })
     .await;

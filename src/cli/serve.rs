@@ -231,6 +231,7 @@ fn serve_mode(
     Ok(ServeModeSettings {
         ports: super::checks::port_range("--activator-ports", ports)?,
         lease: Some(lease),
+        ..ServeModeSettings::default()
     })
 }
 

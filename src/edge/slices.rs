@@ -42,13 +42,41 @@ pub fn endpoint_ready(e: &Endpoint) -> bool {
 }
 
 /// An endpoint's address as a URL host, if it is an IP address of the slice's type (an FQDN
-/// would send the reader wherever a name resolves).
+/// would send the reader wherever a name resolves) that a pod may have ([`unicast`]).
 pub fn ip_host(address: &str, address_type: &str) -> Option<String> {
     match (address.parse::<std::net::IpAddr>().ok()?, address_type) {
-        (ip @ std::net::IpAddr::V4(_), "IPv4") => Some(ip.to_string()),
-        (ip @ std::net::IpAddr::V6(_), "IPv6") => Some(format!("[{ip}]")),
+        (ip @ std::net::IpAddr::V4(_), "IPv4") if unicast(ip) => Some(ip.to_string()),
+        (ip @ std::net::IpAddr::V6(_), "IPv6") if unicast(ip) => Some(format!("[{ip}]")),
         _ => None,
     }
+}
+
+/// Whether `ip` may be a pod's address at all: not unspecified (`0.0.0.0/8`, `::`), not a
+/// broadcast, multicast or link-local address (`169.254.0.0/16`, where cloud metadata
+/// services answer; `fe80::/10`). Loopback is the reader's own host: see [`pod_ip`].
+pub fn unicast(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            !(v4.octets()[0] == 0 || v4.is_broadcast() || v4.is_multicast() || v4.is_link_local())
+        }
+        std::net::IpAddr::V6(v6) => {
+            let link_local = (v6.segments()[0] & 0xffc0) == 0xfe80;
+            let mapped = v6.to_ipv4_mapped().is_some_and(|v4| !unicast(v4.into()));
+            !(v6.is_unspecified() || v6.is_multicast() || link_local || mapped)
+        }
+    }
+}
+
+/// Whether `ip` is an address a pod of the cluster may have: [`unicast`], and not loopback
+/// unless `loopback` (a cluster on one machine's loopback, as the tests' stand-in).
+pub fn pod_ip(ip: std::net::IpAddr, loopback: bool) -> bool {
+    let lo = match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    };
+    unicast(ip) && (loopback || !lo)
 }
 
 /// The hosts of the slice's ready endpoints ([`ip_host`]).
@@ -88,8 +116,26 @@ mod tests {
             ("10.0.0.7", "IPv6"),
             ("act.example.com", "IPv4"),
             ("10.0.0.7:80", "IPv4"),
+            ("0.0.0.0", "IPv4"),
+            ("0.1.2.3", "IPv4"),
+            ("169.254.169.254", "IPv4"),
+            ("255.255.255.255", "IPv4"),
+            ("224.0.0.1", "IPv4"),
+            ("::", "IPv6"),
+            ("fe80::1", "IPv6"),
+            ("ff02::1", "IPv6"),
+            ("::ffff:169.254.169.254", "IPv6"),
         ] {
             assert_eq!(ip_host(address, kind), None, "{address} {kind}");
         }
+    }
+
+    #[test]
+    fn loopback_is_a_pod_address_only_on_a_loopback_cluster() {
+        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(!pod_ip(lo, false) && pod_ip(lo, true));
+        assert!(!pod_ip("::1".parse().unwrap(), false));
+        assert!(pod_ip("10.0.0.7".parse().unwrap(), false));
+        assert!(!pod_ip("169.254.169.254".parse().unwrap(), true));
     }
 }

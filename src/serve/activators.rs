@@ -12,7 +12,10 @@
 //! What is followed is bounded: only EndpointSlices the EndpointSlice controller manages for
 //! the Service (anyone who may write a slice could label one with its name), only IP addresses
 //! (an FQDN slice would send the scaler wherever a name resolves), and at most
-//! `activator_max_endpoints` pods; ready ones past the cap count as unread. Failures reach
+//! `activator_max_endpoints` pods; ready ones past the cap count as unread. Where the Service
+//! selects its pods (the shipped activator's does), only endpoints that are the addresses of
+//! Running pods its selector selects are followed: a slice anyone labelled as the controller's
+//! for it sends the scaler nowhere else. Failures reach
 //! KEDA as a bounded summary (how many of how many, the first few), never as every pod's
 //! error joined.
 
@@ -23,7 +26,7 @@ use super::AbortOnDrop;
 use crate::counts::HostCounts;
 use crate::edge::slices::{self, managed_for, CONTROLLER, MANAGED_BY, SERVICE_NAME};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -261,20 +264,22 @@ async fn endpoints(
     };
     // The Service maps the URL's port to the endpoints' port, by name.
     let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    let port_name = loop {
+    let (port_name, selector) = loop {
         match tokio::time::timeout(bound, services.get(&name)).await {
             Ok(Ok(s)) => {
-                break s
-                    .spec
-                    .and_then(|spec| spec.ports)
+                let spec = s.spec.unwrap_or_default();
+                let selector = spec.selector.filter(|s| !s.is_empty());
+                let port_name = spec
+                    .ports
                     .unwrap_or_default()
                     .into_iter()
                     .find(|p| p.port == i32::from(port))
-                    .and_then(|p| p.name)
+                    .and_then(|p| p.name);
+                break (port_name, selector);
             }
             Ok(Err(e)) => {
                 let _ = tx.send(Err(format!("activator Service {namespace}/{name}: {e}")));
-                break None;
+                break (None, None);
             }
             Err(_) => {
                 let _ = tx.send(Err(format!(
@@ -286,6 +291,7 @@ async fn endpoints(
             }
         }
     };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let api: Api<EndpointSlice> = Api::namespaced(client, &namespace);
     let (store, writer) = reflector::store();
     let config = watcher::Config::default()
@@ -296,7 +302,18 @@ async fn endpoints(
         match event {
             Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
             Ok(_) => {
-                let urls = ready_urls(&store, &name, port_name.as_deref(), port, &scheme);
+                let mut urls = ready_urls(&store, &name, port_name.as_deref(), port, &scheme);
+                if let Some(selector) = &selector {
+                    match selected_hosts(&pods, selector, bound).await {
+                        Ok(hosts) => {
+                            urls.retain(|u| url_host(u).is_some_and(|h| hosts.contains(&h)))
+                        }
+                        Err(e) => {
+                            tracing::warn!(service = %name, error = %e, "cannot list the activator Service's pods; keeping the endpoints followed before");
+                            continue;
+                        }
+                    }
+                }
                 tx.send_if_modified(|current| {
                     let new = Ok(urls);
                     let differs = *current != new;
@@ -309,6 +326,52 @@ async fn endpoints(
             }
         }
     }
+}
+
+/// The addresses (as URL hosts) of the Running pods `selector` selects.
+async fn selected_hosts(
+    pods: &Api<Pod>,
+    selector: &BTreeMap<String, String>,
+    bound: std::time::Duration,
+) -> Result<Vec<String>, String> {
+    let labels: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let list = tokio::time::timeout(
+        bound,
+        pods.list(&kube::api::ListParams::default().labels(&labels.join(","))),
+    )
+    .await
+    .map_err(|_| format!("no answer within {bound:?}"))?
+    .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|p| {
+            let have = p.metadata.labels.as_ref();
+            selector
+                .iter()
+                .all(|(k, v)| have.and_then(|l| l.get(k)) == Some(v))
+        })
+        .filter_map(|p| p.status.as_ref())
+        .filter(|s| s.phase.as_deref() == Some("Running"))
+        .flat_map(|s| {
+            let many = s.pod_ips.iter().flatten().map(|ip| ip.ip.clone());
+            s.pod_ip.clone().into_iter().chain(many)
+        })
+        .filter_map(|ip| {
+            let ip: std::net::IpAddr = ip.parse().ok()?;
+            Some(match ip {
+                std::net::IpAddr::V4(v4) => v4.to_string(),
+                std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+            })
+        })
+        .collect())
+}
+
+/// The host of a `scheme://HOST:PORT` URL, as [`slices::ip_host`] writes it.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let (host, _) = rest.rsplit_once(':')?;
+    Some(host.to_owned())
 }
 
 /// `scheme://IP:PORT` for every ready endpoint of the controller's slices for `service`, the
@@ -338,6 +401,19 @@ fn ready_urls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_urls_host_is_its_ip_as_written() {
+        assert_eq!(
+            url_host("http://10.0.0.7:9092").as_deref(),
+            Some("10.0.0.7")
+        );
+        assert_eq!(
+            url_host("https://[fd00::7]:9092").as_deref(),
+            Some("[fd00::7]")
+        );
+        assert_eq!(url_host("10.0.0.7"), None);
+    }
 
     #[test]
     fn failures_are_summarised_within_bounds() {

@@ -340,6 +340,25 @@ impl TargetSpec {
             if activator.is_none() {
                 return Err(bad("serveMode", "needs activatorUrl"));
             }
+            // Serve mode puts the activator's pods into the model's Service: only an activator
+            // the operator gave (`--allow-activator`, or a Service in the scaler's own
+            // namespace), never one of the tenant's namespace (a database's Service, say).
+            // Hosts are lowercase, so no URL is "in" namespace `NONE`: what `check` then
+            // accepts is the operator's alone.
+            for u in get("activatorUrl").unwrap_or_default().split(',') {
+                if allowed.check(u.trim(), "NONE").is_err() {
+                    return Err(bad(
+                        "activatorUrl",
+                        format!(
+                            "{:?}: in serve mode the activator's pods join the model's Service, \
+                             so activatorUrl must be the activator this scaler was started with \
+                             (--allow-activator) or a Service in the scaler's own namespace, \
+                             not a Service of namespace {namespace}",
+                            crate::limits::cut(u.trim(), 200)
+                        ),
+                    ));
+                }
+            }
             let url = get("serviceUrl")
                 .map(|u| {
                     address::service_url(u, &service, &namespace).map_err(|e| bad("serviceUrl", e))
@@ -563,6 +582,30 @@ mod tests {
             .is_none());
         let e = spec(&[("threshold", "24"), ("maxHeld", "5")]).unwrap_err();
         assert_eq!(e.key, "maxHeld", "a serve mode key without serve mode: {e}");
+    }
+
+    #[test]
+    fn serve_mode_takes_only_the_operators_activator_never_a_service_of_the_tenant() {
+        let allowed = AllowedActivators::parse(&[])
+            .unwrap()
+            .with_own_namespace(Some("infscale".into()));
+        let read = |url: &str, serve: &str| {
+            let pairs = [
+                ("threshold", "24"),
+                ("activatorUrl", url),
+                ("serveMode", serve),
+            ];
+            TargetSpec::from_metadata("chat", "llm", &meta(&pairs), &allowed)
+        };
+        let db = "http://db.llm.svc:5432";
+        let e = read(db, "true").unwrap_err();
+        assert_eq!(e.key, "activatorUrl", "{e}");
+        assert!(e.to_string().contains("db.llm.svc"), "{e}");
+        assert!(
+            read(db, "false").is_ok(),
+            "outside serve mode its counts are read as before"
+        );
+        assert!(read("http://infscale-activator-admin.infscale.svc:9092", "true").is_ok());
     }
 
     #[test]

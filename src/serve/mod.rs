@@ -30,6 +30,7 @@ pub(crate) mod scrape;
 pub(crate) mod selector;
 pub mod server;
 pub(crate) mod service;
+pub mod slice_guard;
 pub(crate) mod standalone;
 pub(crate) mod telemetry;
 

@@ -24,19 +24,26 @@
 //! ScaledObject) only observes. The slice is written by server-side apply (the same call
 //! creates and updates it) and deleted when the activator leaves the path; a delete of a slice
 //! already gone is no error. It is written only in the ScaledObject's namespace, for the
-//! Service the trigger names.
+//! Service the trigger names, and only where [`super::slice_guard`] allows: a Service that
+//! opted in, a slice by infscale's name that is infscale's own (anything else there is
+//! reported and left alone). Where no Lease can be kept, a slice another live trigger wrote is
+//! left to it. The activator pods written are the ready endpoints of the activator's Service
+//! that are the addresses of pods its selector selects, pod addresses of the expected kind
+//! ([`slices::pod_ip`]), at most [`MAX_ACTIVATORS`]; `activatorPort` must be a port of
+//! `--activator-ports`.
 
 use super::activators::Members;
 use super::lease::{self, Keeper, LeaseSettings, Role};
 use super::metadata::ServeMode;
 use super::path::{PathSession, PathWriter, WriteError, Wrote};
+use super::slice_guard::{self, Owner, MANAGER, RENEWED, WRITER};
 use crate::activator::proxy::{ACTIVATOR_HEADER, COUNTS_HEADER, MODEL_HEADER, PROBE_HEADER};
 use crate::edge::slices::{
     self, managed_for, HOLD_TIMEOUT_ANNOTATION, INFSCALE, MANAGED_BY, MAX_HELD_ANNOTATION,
     SERVICE_NAME,
 };
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
@@ -46,8 +53,13 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// The field manager of infscale's writes.
-const MANAGER: &str = "infscale";
+/// At most this many activator pods are written into one model's slice (the shipped activator
+/// runs two); the rest, in address order, are left out.
+pub const MAX_ACTIVATORS: usize = 100;
+
+/// How long a trigger without a Lease leaves a slice another trigger wrote before it reads the
+/// slice again.
+const DEFER_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One direct probe of an activator pod's timeout.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -72,6 +84,9 @@ pub struct ServeModeSettings {
     pub ports: RangeInclusive<u16>,
     /// The leases that make one writer per Service; `None`: every trigger writes.
     pub lease: Option<LeaseSettings>,
+    /// Whether loopback addresses may be activator pods' (a cluster on one machine's loopback,
+    /// as the tests' stand-in; never a real cluster's).
+    pub loopback_pods: bool,
 }
 
 impl Default for ServeModeSettings {
@@ -79,6 +94,7 @@ impl Default for ServeModeSettings {
         ServeModeSettings {
             ports: crate::activator::learn::DEFAULT_MODEL_PORTS,
             lease: Some(LeaseSettings::default()),
+            loopback_pods: false,
         }
     }
 }
@@ -123,6 +139,9 @@ impl PathWriter for KubePaths {
             mode: mode.clone(),
             activator,
             ports: self.settings.ports.clone(),
+            loopback: self.settings.loopback_pods,
+            uncoordinated: false,
+            deferred: None,
             http,
             port: None,
             avoid: BTreeSet::new(),
@@ -141,6 +160,12 @@ struct KubeSession {
     mode: ServeMode,
     activator: Option<Members>,
     ports: RangeInclusive<u16>,
+    /// Whether loopback addresses may be activator pods'.
+    loopback: bool,
+    /// Whether this write goes without a Lease ([`Role::Uncoordinated`]).
+    uncoordinated: bool,
+    /// Until when, and to whom, a lease-less trigger leaves the slice (another trigger wrote it).
+    deferred: Option<(tokio::time::Instant, String)>,
     http: reqwest::Client,
     /// The model's port, once chosen.
     port: Option<u16>,
@@ -232,6 +257,19 @@ impl PathSession for KubeSession {
                 .keeper
                 .as_ref()
                 .map_or(Role::Writer, |k| k.role.borrow().clone());
+            self.uncoordinated = matches!(role, Role::Uncoordinated(_));
+            if !self.uncoordinated {
+                self.deferred = None;
+            }
+            if let Some((until, holder)) = &self.deferred {
+                if tokio::time::Instant::now() < *until {
+                    return Ok(Wrote::Deferred {
+                        probe: self.probe_url.clone(),
+                        holder: holder.clone(),
+                    });
+                }
+                self.deferred = None;
+            }
             match role {
                 Role::Writer | Role::Uncoordinated(_) => {}
                 Role::Observer { holder } => {
@@ -332,11 +370,76 @@ impl KubeSession {
         })
     }
 
-    async fn take_out(&self) -> Result<(), WriteError> {
+    /// This trigger's name on the slice it writes ([`WRITER`]).
+    fn me(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.mode.namespace, self.mode.scaled_object, self.mode.trigger
+        )
+    }
+
+    /// The slice by infscale's name, and whose it is (`None`: there is none).
+    async fn existing(&self, service: &Service) -> Result<Option<(EndpointSlice, Owner)>, String> {
         let name = slice_name(&self.mode.service);
-        match self.slices().delete(&name, &DeleteParams::default()).await {
+        let slice = self
+            .slices()
+            .get_opt(&name)
+            .await
+            .map_err(|e| format!("reading EndpointSlice {name}: {e}"))?;
+        Ok(slice.map(|s| {
+            let owner = slice_guard::owner(&s, service, &self.me());
+            (s, owner)
+        }))
+    }
+
+    /// Whether a lease-less trigger leaves the slice to the trigger that wrote it (live), and
+    /// remembers so for [`DEFER_FOR`].
+    fn defer_to(&mut self, owner: &Owner) -> Option<String> {
+        let Owner::Trigger { writer, renewed } = owner else {
+            return None;
+        };
+        if !self.uncoordinated || slice_guard::stale(*renewed, slice_guard::unix_now()) {
+            return None;
+        }
+        self.deferred = Some((tokio::time::Instant::now() + DEFER_FOR, writer.clone()));
+        Some(writer.clone())
+    }
+
+    async fn take_out(&mut self) -> Result<(), WriteError> {
+        let name = slice_name(&self.mode.service);
+        let service = match self.service().await {
+            Ok(s) => s,
+            // No Service: its slices went with it (owner references).
+            Err(e) if e.contains("404") || e.contains("NotFound") => return Ok(()),
+            Err(e) => return Err(WriteError::other(e)),
+        };
+        let (slice, owner) = match self.existing(&service).await.map_err(WriteError::other)? {
+            None => return Ok(()),
+            Some(found) => found,
+        };
+        match &owner {
+            Owner::Foreign(why) => {
+                tracing::debug!(service = %self.mode.service, why = %why, "serve mode: a slice by infscale's name is not infscale's; left alone");
+                return Ok(());
+            }
+            // Another trigger's, written without a Lease: it takes its own out.
+            Owner::Trigger { .. } if self.uncoordinated => {
+                if self.defer_to(&owner).is_some() {
+                    return Ok(());
+                }
+            }
+            Owner::Trigger { .. } | Owner::Mine => {}
+        }
+        let mut params = DeleteParams::default();
+        if let Some(uid) = slice.metadata.uid.clone() {
+            params.preconditions = Some(kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: slice.metadata.resource_version.clone(),
+            });
+        }
+        match self.slices().delete(&name, &params).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
             Err(e) => Err(WriteError::other(format!(
                 "deleting EndpointSlice {name}: {e}"
             ))),
@@ -344,11 +447,46 @@ impl KubeSession {
     }
 
     async fn write_in(&mut self) -> Result<Wrote, WriteError> {
+        // Refusals are reported to KEDA as a missing route is: the target never goes idle.
+        let refused = |why: String| WriteError {
+            why: crate::limits::cut(&why, crate::limits::ERROR_TEXT_BYTES),
+            no_route: true,
+            key: None,
+        };
+        if let Some(p) = self.mode.activator_port.filter(|p| !self.ports.contains(p)) {
+            return Err(refused(format!(
+                "activatorPort: {p} is not one of the activator's model ports (serve \
+                 --activator-ports {}-{})",
+                self.ports.start(),
+                self.ports.end()
+            )));
+        }
         let service = self.service().await.map_err(WriteError::other)?;
+        slice_guard::opted_in(&service, &self.mode.namespace, &self.mode.service)
+            .map_err(refused)?;
         let (port_name, service_port) =
             serving_port(&service, &self.mode).map_err(WriteError::other)?;
         self.probe_url = Some(self.service_url(&service, service_port)?);
-        let addresses = activator_addresses(&self.client, self.activator.as_ref())
+        match self.existing(&service).await.map_err(WriteError::other)? {
+            Some((_, Owner::Foreign(why))) => {
+                return Err(refused(format!(
+                    "EndpointSlice {} in namespace {} is not infscale's ({why}); serve mode \
+                     leaves it alone: delete or rename it so that serve can write its own",
+                    slice_name(&self.mode.service),
+                    self.mode.namespace
+                )))
+            }
+            Some((_, owner)) => {
+                if let Some(holder) = self.defer_to(&owner) {
+                    return Ok(Wrote::Deferred {
+                        probe: self.probe_url.clone(),
+                        holder,
+                    });
+                }
+            }
+            None => {}
+        }
+        let addresses = activator_addresses(&self.client, self.activator.as_ref(), self.loopback)
             .await
             .map_err(WriteError::other)?;
         if addresses.is_empty() {
@@ -482,7 +620,12 @@ impl KubeSession {
         addresses: &[(String, bool)],
     ) -> Result<(), WriteError> {
         let name = slice_name(&self.mode.service);
-        let slice = slice_for(&self.mode, service, port_name, port, addresses);
+        let mut slice = slice_for(&self.mode, service, port_name, port, addresses);
+        let notes = slice.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        notes.insert(WRITER.to_owned(), self.me());
+        if self.uncoordinated {
+            notes.insert(RENEWED.to_owned(), slice_guard::unix_now().to_string());
+        }
         self.slices()
             .patch(
                 &name,
@@ -730,13 +873,21 @@ pub fn slice_for(
     }
 }
 
-/// The ready activator pods' IPv4 addresses: the ready endpoints of the slices the EndpointSlice
-/// controller manages for `activatorUrl`'s Service, or the IP hosts of the URLs given.
+/// The ready activator pods' IPv4 addresses, at most [`MAX_ACTIVATORS`]: the ready endpoints
+/// of the slices the EndpointSlice controller manages for `activatorUrl`'s Service that are the
+/// addresses of pods the Service's selector selects in its namespace (a slice anyone labelled
+/// with the Service's name adds nothing), or the IP hosts of the URLs the scaler was started
+/// with; each a pod address of the expected kind ([`slices::pod_ip`]).
 async fn activator_addresses(
     client: &kube::Client,
     activator: Option<&Members>,
+    loopback: bool,
 ) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
+    let pod_like = |ip: &str| {
+        ip.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| slices::pod_ip(ip, loopback))
+    };
     match activator {
         None => return Err("serve mode needs activatorUrl".to_owned()),
         Some(Members::Urls(urls)) => {
@@ -746,7 +897,12 @@ async fn activator_addresses(
                     .ok()
                     .and_then(|u| u.host().map(str::to_owned));
                 match host.filter(|h| h.parse::<std::net::Ipv4Addr>().is_ok()) {
-                    Some(ip) => out.push(ip),
+                    Some(ip) if pod_like(&ip) => out.push(ip),
+                    Some(ip) => {
+                        return Err(format!(
+                            "activatorUrl {u}: {ip} is not an address an activator pod may have"
+                        ))
+                    }
                     None => {
                         return Err(format!(
                             "activatorUrl {u}: serve mode needs an IPv4 address or a Service"
@@ -758,6 +914,7 @@ async fn activator_addresses(
         Some(Members::Service {
             namespace, name, ..
         }) => {
+            let pods = selected_pod_ips(client, namespace, name).await?;
             let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
             let list = api
                 .list(&ListParams::default().labels(&format!("{SERVICE_NAME}={name}")))
@@ -768,14 +925,67 @@ async fn activator_addresses(
             // As `serve` follows them: the controller's slices for the Service, IP addresses.
             for slice in list.items.iter().filter(|s| managed_for(s, name)) {
                 if slice.address_type == "IPv4" {
-                    out.extend(slices::ready_hosts(slice));
+                    out.extend(
+                        slices::ready_hosts(slice).filter(|a| pod_like(a) && pods.contains(a)),
+                    );
                 }
             }
         }
     }
     out.sort();
     out.dedup();
+    if out.len() > MAX_ACTIVATORS {
+        tracing::warn!(
+            ready = out.len(),
+            written = MAX_ACTIVATORS,
+            "serve mode: more activator pods than one slice lists; the rest are left out"
+        );
+        out.truncate(MAX_ACTIVATORS);
+    }
     Ok(out)
+}
+
+/// The IPv4 addresses of the Running pods that activator Service `name`'s selector selects in
+/// `namespace`.
+async fn selected_pod_ips(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeSet<String>, String> {
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let service = services
+        .get(name)
+        .await
+        .map_err(|e| format!("reading the activator Service {namespace}/{name}: {e}"))?;
+    let selector = service
+        .spec
+        .and_then(|s| s.selector)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            format!("the activator Service {namespace}/{name} selects no pods (no selector)")
+        })?;
+    let labels: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let list = pods
+        .list(&ListParams::default().labels(&labels.join(",")))
+        .await
+        .map_err(|e| format!("listing the activator pods in {namespace}: {e}"))?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|p| {
+            let labelled = p.metadata.labels.as_ref();
+            selector
+                .iter()
+                .all(|(k, v)| labelled.and_then(|l| l.get(k)) == Some(v))
+        })
+        .filter_map(|p| p.status.as_ref())
+        .filter(|s| s.phase.as_deref() == Some("Running"))
+        .flat_map(|s| {
+            let many = s.pod_ips.iter().flatten().map(|ip| ip.ip.clone());
+            s.pod_ip.clone().into_iter().chain(many)
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -339,6 +339,8 @@ impl Install {
         else {
             panic!("not serve: {args:?}");
         };
+        // Pods on this machine's loopback: their addresses are loopback ones.
+        config.serve_mode.loopback_pods = true;
         // POD_NAME, from the downward API.
         if let Some(lease) = config.serve_mode.lease.as_mut() {
             lease.pod = name.clone();

@@ -37,6 +37,8 @@ pub fn quick_leases() -> ServeModeSettings {
             renew: Duration::from_millis(200),
             pod: "serve-0".to_owned(),
         }),
+        // The activators of these tests listen on loopback.
+        loopback_pods: true,
         ..ServeModeSettings::default()
     }
 }

@@ -104,10 +104,13 @@ impl Kube {
         kube
     }
 
-    /// Serve mode's cluster: `cluster` with Service `chat` (`http` 80) and the activator's admin
-    /// Service (`admin` 9092) in `llm`.
+    /// Serve mode's cluster: `cluster` with Service `chat` (`http` 80, opted in to serve mode)
+    /// and the activator's admin Service (`admin` 9092) in `llm`.
     pub fn serve_mode(cluster: Cluster) -> Kube {
-        cluster.put(objects::service("llm", "chat", &[("http", 80)]));
+        let mut chat = objects::service("llm", "chat", &[("http", 80)]);
+        // Opted in to serve mode, as a namespace admin labels it.
+        chat["metadata"]["labels"] = serde_json::json!({"infscale.io/serve-mode": "true"});
+        cluster.put(chat);
         cluster.put(objects::service("llm", ADMIN_SERVICE, &[("admin", 9092)]));
         Kube::serve(cluster)
     }
