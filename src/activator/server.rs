@@ -227,12 +227,18 @@ impl Listening {
                     let shared = ConnShared::new(limits.conn_body_share);
                     let proxy = proxy.clone();
                     let for_requests = shared.clone();
+                    // A request beginning and its answer mark the connection useful: at the
+                    // cap, the least recently useful of the address holding the most gives way.
+                    let useful = conn.useful();
                     let service = service_fn(move |req| {
                         let p = proxy.clone();
                         let conn = for_requests.clone();
+                        let useful = useful.clone();
+                        useful.now();
                         async move {
                             let open = conn.open();
                             let response = p.handle(req, peer, &conn, port).await;
+                            useful.now();
                             // The request stays open on its connection until its answer ends.
                             Ok::<_, Infallible>(response.map(|b| b.map_frame(move |f| { let _ = &open; f }).boxed()))
                         }

@@ -8,12 +8,14 @@
 //! everything else the process does (scraping pods, reaching the API, answering KEDA) fails:
 //! issue 25 saw 1,100 idle connections to `serve`'s metrics port stop every pod scrape. So:
 //!
-//! - at most `max_connections` are open at once ([`places`]). At the cap, a new connection takes
-//!   the place of the oldest one that has not sent a byte (a silent connection gives way), or,
-//!   when every open one has spoken, is closed as it is accepted. A flood of silent connections
-//!   cannot keep a real client out, and a client that speaks (KEDA's pooled connection, a scrape
-//!   in progress, a `/queue/watch` stream, a request held at the activator) is never pushed out
-//!   by one. With `max_per_client`, one client address gets at most that many;
+//! - at most `max_connections` are open at once ([`places`]). At the cap, a newcomer from an
+//!   address holding fewer places than another takes the place of the least recently useful
+//!   connection of the address holding the most (the server marks a connection useful when a
+//!   request begins: [`Conn::useful`]); a newcomer from an address holding the most already may
+//!   only replace one of its own that never spoke, or is closed as it is accepted. A flood from
+//!   a few addresses, whatever it sends (keep-alive requests, pings, a dribbled preface),
+//!   cannot keep another address out: the kubelet's probe, KEDA, a scrape. With
+//!   `max_per_client`, one client address gets at most that many;
 //! - a failed accept (out of descriptors, say) pauses the listener, longer while it keeps
 //!   failing ([`accept`]), rather than spinning or ending it;
 //! - a connection must send its first byte within `first_byte`, and an HTTP/1.1 request head
@@ -32,7 +34,7 @@ mod places;
 mod tests;
 
 pub use accept::{Accept, Backoff, BACKOFF_MAX};
-pub use conn::Conn;
+pub use conn::{Conn, Useful};
 
 use conn::Clocks;
 use futures::StreamExt;
@@ -149,9 +151,9 @@ impl<A: Accept> Listener<A> {
                 let why = match taken {
                     Err(Refused::PerClient) => "this client has as many connections as one may",
                     Err(Refused::Full) => {
-                        "the connection cap is reached and every open one has spoken"
+                        "the connection cap is reached, this address holds as many as any, and every one of its own has spoken"
                     }
-                    Ok(_) => "the connection cap is reached: a silent connection gave way",
+                    Ok(_) => "the connection cap is reached: the least recently useful connection of the address holding the most gave way",
                 };
                 tracing::warn!(
                     port, %peer, max = self.places.max(),
@@ -192,7 +194,14 @@ pub async fn serve_http(
     let mut conns = std::pin::pin!(incoming(listener, bounds, port));
     while let Some(conn) = conns.next().await {
         let Ok(conn) = conn else { continue };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        // Every request the router is called for marks its connection useful.
+        let useful = conn.useful();
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req| {
+            useful.now();
+            let mut app = app.clone();
+            tower_service::Service::call(&mut app, req)
+        });
         let http1 = http1.clone();
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(conn);

@@ -27,6 +27,22 @@ pub(super) struct Clocks {
     pub write_stall: Option<Duration>,
 }
 
+/// A handle on one connection's place, for the server to say when the connection was useful.
+/// Bytes alone never are (pings, keep-alive comments, a preface a byte at a time): only what
+/// the server calls a request.
+#[derive(Clone)]
+pub struct Useful {
+    slot: Arc<Slot>,
+    places: Arc<Places>,
+}
+
+impl Useful {
+    /// The connection was useful now.
+    pub fn now(&self) {
+        self.slot.mark_useful(&self.places);
+    }
+}
+
 /// An accepted connection, holding its place until dropped.
 pub struct Conn<S = TcpStream> {
     inner: S,
@@ -62,6 +78,16 @@ impl<S> Conn<S> {
     /// The client's address.
     pub fn peer(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// What the server marks this connection useful through (a request began, an answer it
+    /// asked for went out): at the cap, the least recently useful connection of the address
+    /// holding the most gives way first, and one never marked before any other.
+    pub fn useful(&self) -> Useful {
+        Useful {
+            slot: self.slot.clone(),
+            places: self.places.clone(),
+        }
     }
 
     /// The client sent bytes: it has spoken, and the idle span starts again.
