@@ -7,7 +7,9 @@
 //! with no stream open stays up for as long as the client keeps it (its pings are answered), so
 //! idle h2 connections filled the connection cap and ordinary requests were reset. Here a
 //! connection with no request open for the idle limit is shut down gracefully (GOAWAY for h2),
-//! whatever its protocol; at the activator's shutdown every connection is.
+//! whatever its protocol; at the activator's shutdown every connection is. So is one older than
+//! its maximum age, however busy (issue 37): pings, a request every few seconds or a stream of
+//! them renew nothing, and its place at the listener comes free (its open requests finish).
 
 use super::budget::Budget;
 use std::future::Future;
@@ -69,17 +71,19 @@ impl ConnShared {
 }
 
 /// Serves `conn` to its end, shutting it down gracefully (with `graceful`) once it has had no
-/// request open for `idle`, or when `shutdown` turns true.
+/// request open for `idle`, once it is `max_age` old, or when `shutdown` turns true.
 pub async fn serve<F, E>(
     conn: F,
     graceful: impl Fn(Pin<&mut F>),
     shared: &ConnShared,
-    idle: Duration,
+    (idle, max_age): (Duration, Duration),
     mut shutdown: watch::Receiver<bool>,
 ) where
     F: Future<Output = Result<(), E>>,
 {
     let mut conn = std::pin::pin!(conn);
+    let aged = tokio::time::sleep(max_age);
+    let mut aged = std::pin::pin!(aged);
     let mut closing = *shutdown.borrow();
     if closing {
         graceful(conn.as_mut());
@@ -94,6 +98,10 @@ pub async fn serve<F, E>(
                 }
             }
             _ = shared.idle_for(idle), if !closing => {
+                closing = true;
+                graceful(conn.as_mut());
+            }
+            _ = aged.as_mut(), if !closing => {
                 closing = true;
                 graceful(conn.as_mut());
             }
@@ -119,5 +127,23 @@ mod tests {
         let closed_at = Instant::now();
         idle.await;
         assert_eq!(closed_at.elapsed(), Duration::from_secs(20));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_connection_is_closed_gracefully_at_its_age() {
+        let c = ConnShared::new(1);
+        let _open = c.open();
+        let (_tx, rx) = watch::channel(false);
+        let closed_at = std::sync::Mutex::new(None);
+        let started = Instant::now();
+        // A connection that would run for ever, with a request open all along.
+        let conn = std::future::pending::<Result<(), ()>>();
+        let graceful = |_: Pin<&mut std::future::Pending<Result<(), ()>>>| {
+            *closed_at.lock().unwrap() = Some(started.elapsed());
+        };
+        let limits = (Duration::from_secs(20), Duration::from_secs(600));
+        let served = serve(conn, graceful, &c, limits, rx);
+        let _ = tokio::time::timeout(Duration::from_secs(900), served).await;
+        assert_eq!(*closed_at.lock().unwrap(), Some(Duration::from_secs(600)));
     }
 }

@@ -81,6 +81,16 @@ pub struct Limits {
     /// The longest `/queue/watch` stays silent before a keep-alive comment. Default 5 s: the
     /// scaler counts a watch silent for 12 s as stalled.
     pub watch_keep_alive: Duration,
+    /// How long one `/queue/watch` stream lasts before it ends cleanly (the scaler reconnects at
+    /// once and keeps its last reading meanwhile), so a watch's keep-alives cannot hold its
+    /// connection for ever. Default 300 s: a reconnect every five minutes costs nothing.
+    /// `--watch-max-seconds`.
+    pub watch_max_age: Duration,
+    /// How long one client connection to the proxy may last: after it, it is closed gracefully
+    /// (HTTP/1.1 after the answer in progress; HTTP/2 with GOAWAY, its open streams finishing),
+    /// so no connection keeps its place for ever by being busy. Default 600 s: longer than a
+    /// hold (300 s by default). `--connection-max-age-seconds`.
+    pub connection_max_age: Duration,
     /// Health probe cadence while requests are held (and at once when one arrives). Default
     /// 25 ms: a held request is released within that of the model becoming ready.
     /// `--probe-held-seconds`.
@@ -146,6 +156,8 @@ impl Default for Limits {
             admin_max_connections: 1024,
             admin_idle: Duration::from_secs(60),
             watch_keep_alive: Duration::from_secs(5),
+            watch_max_age: Duration::from_secs(300),
+            connection_max_age: Duration::from_secs(600),
             probe_held: Duration::from_millis(25),
             probe_idle: Duration::from_secs(5),
             probe_timeout: Duration::from_secs(1),

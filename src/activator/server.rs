@@ -190,6 +190,7 @@ impl Listening {
             changes: changes_rx,
             telemetry,
             keep_alive: limits.watch_keep_alive,
+            max_age: limits.watch_max_age,
         };
         let admin_listener = self.admin;
         let admin_bounds = Bounds {
@@ -245,6 +246,7 @@ impl Listening {
                     });
                     let (http1, http2, closing) = (http1.clone(), http2.clone(), closing_rx.clone());
                     let (header_timeout, poll) = (limits.header_timeout, limits.preface_poll);
+                    let watch = (header_timeout, limits.connection_max_age);
                     tokio::spawn(async move {
                         let mut conn = conn;
                         // The protocol from the first bytes, within the head's time limit.
@@ -256,11 +258,11 @@ impl Listening {
                         match speaks {
                             Speaks::Http1 => {
                                 let conn = http1.serve_connection(io, service);
-                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, header_timeout, closing).await
+                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, watch, closing).await
                             }
                             Speaks::Http2 => {
                                 let conn = http2.serve_connection(io, service);
-                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, header_timeout, closing).await
+                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, watch, closing).await
                             }
                         }
                     });

@@ -36,6 +36,11 @@ pub struct Limits {
     /// pings three times in it, so a live client always answers in time). Default 120 s.
     /// `--connection-idle-seconds`.
     pub connection_idle: Duration,
+    /// A gRPC connection older than this is sent GOAWAY, and closed `drain` later with what is
+    /// still open on it (KEDA reconnects, its `StreamIsActive` stream too), so answered pings
+    /// or a dribbled preface cannot hold a place for ever. Default 600 s.
+    /// `--connection-max-age-seconds`.
+    pub connection_max_age: Duration,
     /// A new collector's calls wait at most this long after it starts for a reading that
     /// answers (the activator's held count arrives within milliseconds; a first scrape may take
     /// longer); later calls never wait. Default 1 s: well inside the 3 s KEDA gives the HPA's
@@ -118,6 +123,7 @@ impl Default for Limits {
             evict_after: Duration::from_secs(120),
             max_connections: 512,
             connection_idle: Duration::from_secs(120),
+            connection_max_age: Duration::from_secs(600),
             first_answer_wait: Duration::from_secs(1),
             metrics_max_connections: 64,
             header_timeout: Duration::from_secs(10),

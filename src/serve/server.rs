@@ -251,6 +251,8 @@ impl Listening {
         let serve = builder
             .http2_keepalive_interval(Some(connections::keepalive(limits.connection_idle)))
             .http2_keepalive_timeout(Some(connections::keepalive(limits.connection_idle)))
+            .max_connection_age(limits.connection_max_age)
+            .max_connection_age_grace(limits.drain)
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
