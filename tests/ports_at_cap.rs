@@ -369,3 +369,44 @@ async fn a_slowloris_from_five_addresses_at_the_default_cap_leaves_readiness_ans
         "/readyz answered {answered}/20 under the slow-loris"
     );
 }
+
+/// An HTTP/2 preface dribbled to `serve`'s gRPC port a byte a second: each byte renewed the idle
+/// span (2 s here), so it held its place for as long as it liked. A connection must now begin
+/// a call within that span of its accept, whatever bytes it sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dribbled_preface_on_the_grpc_port_is_closed_without_a_call() {
+    let scaler = common::scaler::start(infscale::serve::server::Config {
+        limits: infscale::serve::limits::Limits {
+            connection_idle: Duration::from_secs(2),
+            ..Default::default()
+        },
+        ..common::scaler::config()
+    })
+    .await;
+    let mut s = connect_from(2, scaler.grpc).await.unwrap();
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let started = std::time::Instant::now();
+    let mut closed = false;
+    for byte in preface.iter().cycle().take(20) {
+        if s.write_all(&[*byte]).await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        closed,
+        "still open after {:?} of dribbling",
+        started.elapsed()
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // A real client is served meanwhile.
+    assert!(grpc_health(scaler.grpc).await);
+}

@@ -202,6 +202,7 @@ impl Listening {
             // `/queue/watch` streams to a scaler that sends nothing more.
             idle_on_writes: true,
             write_stall: None,
+            first_request: None,
             accept_backoff: limits.accept_backoff,
         };
         tasks.push(tokio::spawn(async move {
@@ -306,6 +307,8 @@ pub fn proxy_bounds(limits: &Limits) -> Bounds {
         idle: None,
         idle_on_writes: false,
         write_stall: Some(limits.client_stall),
+        // The preface's deadline and conn_watch bound the time to a request.
+        first_request: None,
         accept_backoff: limits.accept_backoff,
     }
 }

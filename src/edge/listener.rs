@@ -24,6 +24,8 @@
 //! - after its first byte, one with no byte from its client for `idle` is closed (or, with
 //!   `idle_on_writes`, with no byte either way: a stream to a silent client stays open); no
 //!   `idle` leaves that to the server (the activator holds requests for long);
+//! - with `first_request`, a connection no request began on within it is closed, however many
+//!   bytes it sent (gRPC: pings answered, a preface dribbled a byte per idle span);
 //! - a write the client takes nothing of for `write_stall` fails, so a client that stops reading
 //!   cannot pin a response's buffers ([`conn`]).
 
@@ -34,7 +36,7 @@ mod places;
 mod tests;
 
 pub use accept::{Accept, Backoff, BACKOFF_MAX};
-pub use conn::{Conn, Useful};
+pub use conn::{Conn, ConnInfo, Useful};
 
 use conn::Clocks;
 use futures::StreamExt;
@@ -66,6 +68,10 @@ pub struct Bounds {
     pub idle_on_writes: bool,
     /// A write the client has taken nothing of for this long fails; `None`: no limit.
     pub write_stall: Option<Duration>,
+    /// A connection the server has not called useful ([`Conn::useful`]: no request began)
+    /// within this of its accept is closed, whatever bytes it sent: for a protocol whose bytes
+    /// can flow without a request (h2 pings, a preface a byte at a time). `None`: no limit.
+    pub first_request: Option<Duration>,
     /// The first pause after a failed `accept` (out of descriptors, say); it doubles while
     /// accepts keep failing, up to [`BACKOFF_MAX`].
     pub accept_backoff: Duration,
@@ -117,6 +123,7 @@ impl<A: Accept> Listener<A> {
                 idle: bounds.idle,
                 idle_on_writes: bounds.idle_on_writes,
                 write_stall: bounds.write_stall,
+                first_request: bounds.first_request,
             },
             backoff: Backoff::new(bounds.accept_backoff),
             port,

@@ -249,6 +249,9 @@ impl Listening {
             tokio::time::sleep(limits.drain).await;
         };
         let serve = builder
+            .layer(tonic::service::InterceptorLayer::new(
+                connections::mark_useful,
+            ))
             .http2_keepalive_interval(Some(connections::keepalive(limits.connection_idle)))
             .http2_keepalive_timeout(Some(connections::keepalive(limits.connection_idle)))
             .max_connection_age(limits.connection_max_age)

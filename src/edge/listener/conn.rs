@@ -25,6 +25,7 @@ pub(super) struct Clocks {
     pub idle: Option<Duration>,
     pub idle_on_writes: bool,
     pub write_stall: Option<Duration>,
+    pub first_request: Option<Duration>,
 }
 
 /// A handle on one connection's place, for the server to say when the connection was useful.
@@ -54,6 +55,8 @@ pub struct Conn<S = TcpStream> {
     deadline: Option<Pin<Box<Sleep>>>,
     /// Armed while a write is pending.
     stalled: Option<Pin<Box<Sleep>>>,
+    /// The first request's deadline, until the server calls the connection useful.
+    unused: Option<Pin<Box<Sleep>>>,
 }
 
 impl<S> Conn<S> {
@@ -72,6 +75,9 @@ impl<S> Conn<S> {
             clocks,
             deadline: Some(Box::pin(tokio::time::sleep(clocks.first_byte))),
             stalled: None,
+            unused: clocks
+                .first_request
+                .map(|d| Box::pin(tokio::time::sleep(d))),
         }
     }
 
@@ -117,6 +123,14 @@ impl<S> Conn<S> {
         self.slot.waker.register(cx.waker());
         if self.slot.evicted() {
             return Poll::Ready(Err(gave_way()));
+        }
+        if self.slot.was_useful() {
+            self.unused = None;
+        } else if let Some(Poll::Ready(())) = self.unused.as_mut().map(|d| d.as_mut().poll(cx)) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "closed: no request began in time",
+            )));
         }
         match self.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
             Some(Poll::Ready(())) => Poll::Ready(Err(io::Error::new(
@@ -274,10 +288,27 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
     }
 }
 
-impl Connected for Conn<TcpStream> {
-    type ConnectInfo = TcpConnectInfo;
+/// What tonic attaches to every request of a connection: its addresses, and the handle that
+/// marks it useful (serve's gRPC port marks it for every call).
+#[derive(Clone)]
+pub struct ConnInfo {
+    pub tcp: TcpConnectInfo,
+    useful: Useful,
+}
 
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.inner.connect_info()
+impl ConnInfo {
+    pub fn useful(&self) -> &Useful {
+        &self.useful
+    }
+}
+
+impl Connected for Conn<TcpStream> {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        ConnInfo {
+            tcp: self.inner.connect_info(),
+            useful: self.useful(),
+        }
     }
 }

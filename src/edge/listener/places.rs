@@ -55,6 +55,11 @@ impl Slot {
         self.evicted.load(Ordering::Acquire)
     }
 
+    /// Whether the server has ever called it useful.
+    pub(super) fn was_useful(&self) -> bool {
+        self.useful.load(Ordering::Acquire) != 0
+    }
+
     /// The connection was useful now (`places` is its listener's, whose ticks order them).
     pub(super) fn mark_useful(&self, places: &Places) {
         let tick = places.ticks.fetch_add(1, Ordering::Relaxed);
