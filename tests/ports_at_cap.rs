@@ -410,3 +410,70 @@ async fn a_dribbled_preface_on_the_grpc_port_is_closed_without_a_call() {
     // A real client is served meanwhile.
     assert!(grpc_health(scaler.grpc).await);
 }
+
+/// The scaler follows an activator whose `/queue/watch` ends every second (its age, 1 s here):
+/// the follower reconnects each time and keeps its reading meanwhile, so a held request reads
+/// as held and active throughout, never UNAVAILABLE or zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_ending_at_its_age_leaves_the_scalers_reading_whole() {
+    use common::keda::{client, metrics_request, object};
+    // Never ready: the request is held.
+    let up = common::model::upstream(Arc::new(AtomicBool::new(false))).await;
+    let limits = infscale::activator::limits::Limits {
+        watch_max_age: Duration::from_secs(1),
+        ..common::model::limits()
+    };
+    let a = common::model::activator_with(up, 100, 60.0, limits).await;
+    let admin = format!("http://{}", a.admin);
+    let scaler = common::scaler::start(infscale::serve::server::Config {
+        allowed_activators: vec![admin.clone()],
+        statics: std::collections::HashMap::from([(
+            "chat".to_owned(),
+            vec![common::scaler::refused_url()],
+        )]),
+        ..common::scaler::config()
+    })
+    .await;
+    let mut t = common::timed::Timed::new(client(scaler.grpc).await);
+    let so = object(
+        "chat",
+        &[
+            ("deployment", "chat".into()),
+            ("threshold", "2".into()),
+            ("scrapeIntervalSeconds", "0.2".into()),
+            ("activatorUrl", admin),
+        ],
+    );
+    let proxy = a.proxy;
+    let held = tokio::spawn(async move {
+        reqwest::Client::new()
+            .get(format!("http://{proxy}/seq"))
+            .header("x-seq", "1")
+            .send()
+            .await
+    });
+    let req = metrics_request(&so, "infscale-queue-chat");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while t.metrics(&req).await.ok() != Some(1.0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never read the held request"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Over four of the watch's ages: every answer says one held, active.
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        answers.push((t.metrics(&req).await.ok(), t.active(&so).await.ok()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    held.abort();
+    let wrong: Vec<_> = answers
+        .iter()
+        .filter(|a| **a != (Some(1.0), Some(true)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "answers while the watch renewed: {wrong:?}"
+    );
+}
