@@ -2,8 +2,9 @@
 //! can make it hold, how long it waits for upstreams, and how often it looks at their readiness.
 //!
 //! Every client of every model passes through the activator, so one client must not be able to
-//! starve the others. A listener keeps at most `max_connections` (at the cap the oldest that
-//! never sent a byte gives way, or, when all have, one more is closed as it is accepted); a
+//! starve the others. A listener keeps at most `max_connections` (at the cap the least recently
+//! useful connection of the client address holding the most gives way to a newcomer from
+//! another address, [`crate::edge::listener`]); a
 //! request head must arrive within `header_timeout` (which also closes idle keep-alive
 //! connections) and its body within `body_timeout`; the bodies held or being read share one
 //! memory budget ([`super::budget`]), and a request that would pass it is answered 503 before its
@@ -21,7 +22,8 @@ use std::time::Duration;
 /// The activator's operational limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Client connections per listener at once; at the cap a silent one gives way to a new one.
+    /// Client connections per listener at once; at the cap the address holding the most gives
+    /// way to a newcomer from another.
     /// Default 4,096: far above what one activator serves, low enough to keep descriptors and
     /// memory bounded. `--max-connections`.
     pub max_connections: usize,
@@ -71,7 +73,8 @@ pub struct Limits {
     /// Idle pooled connections kept per upstream. Default 1,024, enough for a release's burst.
     pub pool_max_idle: usize,
     /// Connections to the admin port (`/queue`, `/queue/watch`, `/metrics`) at once; at the cap
-    /// a silent one gives way to a new one ([`crate::edge::listener`]). Default 1,024: a watch per
+    /// the address holding the most gives way to a newcomer from another
+    /// ([`crate::edge::listener`]). Default 1,024: a watch per
     /// scaler replica and trigger, and the scrapes, far below the descriptors.
     /// `--admin-max-connections`.
     pub admin_max_connections: usize,

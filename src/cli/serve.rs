@@ -90,7 +90,8 @@ pub struct Args {
     #[arg(long, default_value_t = 600.0)]
     pub connection_max_age_seconds: f64,
     /// Close a gRPC connection after this many seconds without a byte from its client (the
-    /// scaler pings three times in that span, so live clients always answer).
+    /// scaler pings three times in that span, so live clients always answer), or without a
+    /// call since it was accepted.
     #[arg(long, default_value_t = 120.0)]
     pub connection_idle_seconds: f64,
     /// The most connections to the metrics port at once; at the cap a newcomer makes room as

@@ -28,12 +28,15 @@ pub struct Limits {
     /// new trigger (the least recently asked first). Default 120 s: four of KEDA's default
     /// polling intervals, so only a deleted or paused ScaledObject goes this quiet under load.
     pub evict_after: Duration,
-    /// gRPC connections at once; at the cap a new one takes the place of the oldest that has
-    /// sent nothing, or is closed as it is accepted. Default 512: KEDA keeps one or two, and
+    /// gRPC connections at once; at the cap a new one takes the place of the least recently
+    /// useful connection of the address holding the most, or is closed as it is accepted
+    /// ([`crate::edge::listener`]). Default 512: KEDA keeps one or two, and
     /// each costs a file descriptor. `--max-connections`.
     pub max_connections: usize,
     /// A gRPC connection is closed after this long without a byte from its client (the server
-    /// pings three times in it, so a live client always answers in time). Default 120 s.
+    /// pings three times in it, so a live client always answers in time), and after this long
+    /// from its accept without a call (pings and a dribbled preface are not calls). Default
+    /// 120 s.
     /// `--connection-idle-seconds`.
     pub connection_idle: Duration,
     /// A gRPC connection older than this is sent GOAWAY, and closed `drain` later with what is
@@ -47,7 +50,7 @@ pub struct Limits {
     /// calls, and a polling trigger's first call answers rather than waiting a whole interval.
     pub first_answer_wait: Duration,
     /// Connections to the metrics port (`/metrics`, `/healthz`) at once; at the cap a new one
-    /// takes the place of the oldest that has sent nothing, or is closed. Default 64:
+    /// makes room as on the gRPC port. Default 64:
     /// Prometheus and the kubelet need a few. `--metrics-max-connections`.
     pub metrics_max_connections: usize,
     /// A new connection to either port must send its first byte within this, and on the
