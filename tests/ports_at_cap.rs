@@ -477,3 +477,37 @@ async fn a_watch_ending_at_its_age_leaves_the_scalers_reading_whole() {
         "answers while the watch renewed: {wrong:?}"
     );
 }
+
+/// A keep-alive client asking `/healthz` every 200 ms on one connection to `serve`'s metrics
+/// port kept its place for ever (each request renewed every timer). At its age (1 s here) the
+/// connection is closed after the answer in progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_keep_alive_connection_is_closed_at_its_age() {
+    let scaler = common::scaler::start(infscale::serve::server::Config {
+        limits: infscale::serve::limits::Limits {
+            connection_max_age: Duration::from_secs(1),
+            ..Default::default()
+        },
+        ..common::scaler::config()
+    })
+    .await;
+    let mut s = connect_from(2, scaler.metrics).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answered = 0;
+    while started.elapsed() < Duration::from_secs(15) {
+        let head = b"GET /healthz HTTP/1.1\r\nhost: flood\r\n\r\n";
+        let asked = s.write_all(head).await.is_ok();
+        let read = tokio::time::timeout(PROBE_TIMEOUT, read_until(&mut s, b"ok\n")).await;
+        if !asked || read != Ok(true) {
+            break;
+        }
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(answered >= 1, "never answered");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "still open after {:?} and {answered} answers",
+        started.elapsed()
+    );
+}

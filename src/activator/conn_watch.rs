@@ -53,6 +53,12 @@ impl ConnShared {
         Open(self.clone())
     }
 
+    /// Resolves once a request is open.
+    pub async fn busy(&self) {
+        let mut rx = self.open.subscribe();
+        let _ = rx.wait_for(|(open, _)| *open > 0).await;
+    }
+
     /// Resolves once no request has been open for `idle`.
     pub async fn idle_for(&self, idle: Duration) {
         let mut rx = self.open.subscribe();
@@ -71,7 +77,9 @@ impl ConnShared {
 }
 
 /// Serves `conn` to its end, shutting it down gracefully (with `graceful`) once it has had no
-/// request open for `idle`, once it is `max_age` old, or when `shutdown` turns true.
+/// request open for `idle`, once it is `max_age` old and a request is open (so an HTTP/1.1
+/// connection ends with that answer's `Connection: close`, never closed idle under a request
+/// its client is sending), or when `shutdown` turns true.
 pub async fn serve<F, E>(
     conn: F,
     graceful: impl Fn(Pin<&mut F>),
@@ -84,6 +92,7 @@ pub async fn serve<F, E>(
     let mut conn = std::pin::pin!(conn);
     let aged = tokio::time::sleep(max_age);
     let mut aged = std::pin::pin!(aged);
+    let mut old = false;
     let mut closing = *shutdown.borrow();
     if closing {
         graceful(conn.as_mut());
@@ -101,7 +110,8 @@ pub async fn serve<F, E>(
                 closing = true;
                 graceful(conn.as_mut());
             }
-            _ = aged.as_mut(), if !closing => {
+            _ = aged.as_mut(), if !old => old = true,
+            _ = shared.busy(), if old && !closing => {
                 closing = true;
                 graceful(conn.as_mut());
             }
@@ -145,5 +155,32 @@ mod tests {
         let served = serve(conn, graceful, &c, limits, rx);
         let _ = tokio::time::timeout(Duration::from_secs(900), served).await;
         assert_eq!(*closed_at.lock().unwrap(), Some(Duration::from_secs(600)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_old_connection_between_requests_waits_for_the_next_one() {
+        let c = ConnShared::new(1);
+        let (_tx, rx) = watch::channel(false);
+        let closed_at = std::sync::Mutex::new(None);
+        let started = Instant::now();
+        let conn = std::future::pending::<Result<(), ()>>();
+        let graceful = |_: Pin<&mut std::future::Pending<Result<(), ()>>>| {
+            *closed_at.lock().unwrap() = Some(started.elapsed());
+        };
+        // Idle never runs out here (an hour); the age (10 s) passes between requests.
+        let limits = (Duration::from_secs(3600), Duration::from_secs(10));
+        let served = serve(conn, graceful, &c, limits, rx);
+        let request = async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            let open = c.open();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            drop(open);
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(120), async {
+            tokio::join!(served, request)
+        })
+        .await;
+        // Closed as the next request opened (30 s), not at its age while idle (10 s).
+        assert_eq!(*closed_at.lock().unwrap(), Some(Duration::from_secs(30)));
     }
 }

@@ -90,8 +90,8 @@ pub struct Limits {
     /// `--watch-max-seconds`.
     pub watch_max_age: Duration,
     /// How long one client connection to the proxy may last: after it, it is closed gracefully
-    /// (HTTP/1.1 after the answer in progress; HTTP/2 with GOAWAY, its open streams finishing),
-    /// so no connection keeps its place for ever by being busy. Default 600 s: longer than a
+    /// with its next request (HTTP/1.1 after that answer, with `Connection: close`; HTTP/2 with
+    /// GOAWAY, its open streams finishing), so no connection keeps its place for ever by being busy. Default 600 s: longer than a
     /// hold (300 s by default). `--connection-max-age-seconds`.
     pub connection_max_age: Duration,
     /// Health probe cadence while requests are held (and at once when one arrives). Default

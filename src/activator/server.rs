@@ -203,6 +203,10 @@ impl Listening {
             idle_on_writes: true,
             write_stall: None,
             first_request: None,
+            // No age of the connection's own: a watch ends at its age (`watch_max_age`) and the
+            // scaler asks again on the same pooled connection; a connection closed under that
+            // second request would read as a failure. Other admin answers are short.
+            max_age: None,
             accept_backoff: limits.accept_backoff,
         };
         tasks.push(tokio::spawn(async move {
@@ -309,6 +313,8 @@ pub fn proxy_bounds(limits: &Limits) -> Bounds {
         write_stall: Some(limits.client_stall),
         // The preface's deadline and conn_watch bound the time to a request.
         first_request: None,
+        // conn_watch closes it at `connection_max_age`, h2 too.
+        max_age: None,
         accept_backoff: limits.accept_backoff,
     }
 }

@@ -92,8 +92,8 @@ pub struct Args {
     /// holds the most, of one of its own that never spoke (else it is closed).
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,
-    /// Seconds a client connection may last: then it is closed gracefully (HTTP/1.1 after the
-    /// answer in progress, HTTP/2 with GOAWAY, its open requests finishing).
+    /// Seconds a client connection to the proxy may last: then it is closed gracefully
+    /// with its next request (HTTP/1.1 after that answer, HTTP/2 with GOAWAY).
     #[arg(long, default_value_t = 600.0)]
     pub connection_max_age_seconds: f64,
     /// Seconds one /queue/watch stream lasts before it ends cleanly (the scaler reconnects).

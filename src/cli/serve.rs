@@ -86,7 +86,8 @@ pub struct Args {
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
     /// Seconds a gRPC connection may last: then GOAWAY, and closed --drain-seconds later with
-    /// what is open on it (KEDA reconnects).
+    /// what is open on it (KEDA reconnects). A metrics-port connection past this age is closed
+    /// with its next answer.
     #[arg(long, default_value_t = 600.0)]
     pub connection_max_age_seconds: f64,
     /// Close a gRPC connection after this many seconds without a byte from its client (the

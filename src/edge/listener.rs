@@ -26,6 +26,8 @@
 //!   `idle` leaves that to the server (the activator holds requests for long);
 //! - with `first_request`, a connection no request began on within it is closed, however many
 //!   bytes it sent (gRPC: pings answered, a preface dribbled a byte per idle span);
+//! - with `max_age`, an HTTP/1.1 connection ([`serve_http`]) past that age is closed with its
+//!   next answer: a client asking every few seconds does not keep its place for ever;
 //! - a write the client takes nothing of for `write_stall` fails, so a client that stops reading
 //!   cannot pin a response's buffers ([`conn`]).
 
@@ -72,6 +74,9 @@ pub struct Bounds {
     /// within this of its accept is closed, whatever bytes it sent: for a protocol whose bytes
     /// can flow without a request (h2 pings, a preface a byte at a time). `None`: no limit.
     pub first_request: Option<Duration>,
+    /// An HTTP/1.1 connection served by [`serve_http`] this old is closed with its next answer
+    /// (`Connection: close`), however busy; `None`: no limit.
+    pub max_age: Option<Duration>,
     /// The first pause after a failed `accept` (out of descriptors, say); it doubles while
     /// accepts keep failing, up to [`BACKOFF_MAX`].
     pub accept_backoff: Duration,
@@ -201,18 +206,39 @@ pub async fn serve_http(
     let mut conns = std::pin::pin!(incoming(listener, bounds, port));
     while let Some(conn) = conns.next().await {
         let Ok(conn) = conn else { continue };
-        // Every request the router is called for marks its connection useful.
+        // Every request the router is called for marks its connection useful, and tells an old
+        // connection that a request is open (to close it with that answer).
         let useful = conn.useful();
+        let asked = Arc::new(tokio::sync::Notify::new());
+        let asking = asked.clone();
         let app = app.clone();
         let service = hyper::service::service_fn(move |req| {
             useful.now();
+            asking.notify_waiters();
             let mut app = app.clone();
             tower_service::Service::call(&mut app, req)
         });
         let http1 = http1.clone();
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(conn);
-            let _ = http1.serve_connection(io, service).await;
+            let conn = http1.serve_connection(io, service);
+            let mut conn = std::pin::pin!(conn);
+            let Some(age) = bounds.max_age else {
+                let _ = conn.await;
+                return;
+            };
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = tokio::time::sleep(age) => {}
+            }
+            // Old: closed with its next answer, never while idle under a request being sent
+            // (hyper's head timeout closes it if none comes).
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = asked.notified() => {}
+            }
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
         });
     }
 }

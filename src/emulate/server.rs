@@ -149,6 +149,7 @@ fn bounds(limits: &super::Limits) -> Bounds {
         idle_on_writes: false,
         write_stall: None,
         first_request: None,
+        max_age: None,
         accept_backoff: ACCEPT_BACKOFF,
     }
 }

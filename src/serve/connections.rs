@@ -33,6 +33,8 @@ pub fn grpc(limits: &Limits) -> Bounds {
         write_stall: None,
         // KEDA calls at every polling interval (30 s by default) on the connection it opened.
         first_request: Some(limits.connection_idle),
+        // tonic's own `max_connection_age` (server.rs), with GOAWAY.
+        max_age: None,
         accept_backoff: limits.accept_backoff,
     }
 }
@@ -62,6 +64,7 @@ pub fn metrics(limits: &Limits) -> Bounds {
         write_stall: None,
         // hyper's head timeout bounds the time to a request.
         first_request: None,
+        max_age: Some(limits.connection_max_age),
         accept_backoff: limits.accept_backoff,
     }
 }

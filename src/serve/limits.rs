@@ -41,7 +41,8 @@ pub struct Limits {
     pub connection_idle: Duration,
     /// A gRPC connection older than this is sent GOAWAY, and closed `drain` later with what is
     /// still open on it (KEDA reconnects, its `StreamIsActive` stream too), so answered pings
-    /// or a dribbled preface cannot hold a place for ever. Default 600 s.
+    /// or a dribbled preface cannot hold a place for ever; a metrics-port connection past this
+    /// age is closed with its next answer. Default 600 s.
     /// `--connection-max-age-seconds`.
     pub connection_max_age: Duration,
     /// A new collector's calls wait at most this long after it starts for a reading that

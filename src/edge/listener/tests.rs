@@ -40,6 +40,7 @@ fn bounds() -> Bounds {
         idle_on_writes: false,
         write_stall: Some(10 * SECOND),
         first_request: None,
+        max_age: None,
         accept_backoff: Duration::from_millis(100),
     }
 }
