@@ -1,6 +1,7 @@
-//! An accepted connection and the clocks on it: the first byte within a deadline, a close after
-//! an idle span, a write the client has not taken for the stall limit failed, and a close when
-//! it gives way to a newcomer at the cap. It holds its place until dropped.
+//! An accepted connection and the clocks on it: the first byte within a deadline, a first
+//! request (as the server says, [`Useful`]) within another, a close after an idle span, a write
+//! the client has not taken for the stall limit failed, and a close when it gives way to a
+//! newcomer at the cap. It holds its place until dropped.
 //!
 //! Generic over the byte stream so the clocks are tested on an in-memory pipe under tokio's
 //! paused time; the listeners serve TCP streams.
@@ -292,6 +293,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
 /// marks it useful (serve's gRPC port marks it for every call).
 #[derive(Clone)]
 pub struct ConnInfo {
+    /// The local and remote addresses, as tonic's own connect-info has them.
     pub tcp: TcpConnectInfo,
     useful: Useful,
 }
