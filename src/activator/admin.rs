@@ -5,7 +5,9 @@
 //! "RequestCount": n, "Held": n } }`); `GET /queue/watch` is a server-sent event stream that
 //! sends the same document on connect and again the moment any count changes (plus a keep-alive
 //! comment when nothing was sent for a while), so the scaler can push `StreamIsActive` within
-//! milliseconds. The event bytes are [`crate::counts::wire`]'s, which the scaler decodes. Every
+//! milliseconds. A watch ends after `max_age` between two events, whatever it sent (its
+//! keep-alives renew nothing), and the scaler reconnects keeping its last reading: a stream
+//! cannot hold its connection's place for ever (issue 37). The event bytes are [`crate::counts::wire`]'s, which the scaler decodes. Every
 //! route's host is in the document, at zero too: a host the document lacks is one the
 //! activator has no route for. `GET /routes` says what places requests: each route with its
 //! names, model and port, the models refused and why, and the ports that could not be bound.
@@ -35,6 +37,8 @@ pub struct Admin {
     pub telemetry: Arc<Telemetry>,
     /// The longest `/queue/watch` stays silent before a keep-alive comment.
     pub keep_alive: Duration,
+    /// How long one `/queue/watch` stream lasts; it ends cleanly between events after it.
+    pub max_age: Duration,
 }
 
 impl Admin {
@@ -52,17 +56,19 @@ impl Admin {
     }
 
     /// The watch stream: the counts at once, then on every change, and a keep-alive after
-    /// `keep_alive` without either.
+    /// `keep_alive` without either; it ends after `max_age`.
     fn events(self) -> impl Stream<Item = Result<Bytes, Infallible>> {
         let mut rx = self.changes.clone();
         rx.mark_changed();
         let quiet_until = Instant::now() + self.keep_alive;
+        let ends = Instant::now() + self.max_age;
         futures::stream::unfold(
             (self, rx, None::<Bytes>, quiet_until),
-            |(admin, mut rx, mut last, quiet_until)| async move {
+            move |(admin, mut rx, mut last, quiet_until)| async move {
                 loop {
                     tokio::select! {
                         biased;
+                        _ = tokio::time::sleep_until(ends) => return None,
                         changed = rx.changed() => {
                             if changed.is_err() {
                                 return None;

@@ -2,8 +2,9 @@
 //! can make it hold, how long it waits for upstreams, and how often it looks at their readiness.
 //!
 //! Every client of every model passes through the activator, so one client must not be able to
-//! starve the others. A listener keeps at most `max_connections` (at the cap the oldest that
-//! never sent a byte gives way, or, when all have, one more is closed as it is accepted); a
+//! starve the others. A listener keeps at most `max_connections` (at the cap the least recently
+//! useful connection of the client address holding the most gives way to a newcomer from
+//! another address, [`crate::edge::listener`]); a
 //! request head must arrive within `header_timeout` (which also closes idle keep-alive
 //! connections) and its body within `body_timeout`; the bodies held or being read share one
 //! memory budget ([`super::budget`]), and a request that would pass it is answered 503 before its
@@ -21,7 +22,8 @@ use std::time::Duration;
 /// The activator's operational limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Client connections per listener at once; at the cap a silent one gives way to a new one.
+    /// Client connections per listener at once; at the cap the address holding the most gives
+    /// way to a newcomer from another.
     /// Default 4,096: far above what one activator serves, low enough to keep descriptors and
     /// memory bounded. `--max-connections`.
     pub max_connections: usize,
@@ -71,7 +73,8 @@ pub struct Limits {
     /// Idle pooled connections kept per upstream. Default 1,024, enough for a release's burst.
     pub pool_max_idle: usize,
     /// Connections to the admin port (`/queue`, `/queue/watch`, `/metrics`) at once; at the cap
-    /// a silent one gives way to a new one ([`crate::edge::listener`]). Default 1,024: a watch per
+    /// the address holding the most gives way to a newcomer from another
+    /// ([`crate::edge::listener`]). Default 1,024: a watch per
     /// scaler replica and trigger, and the scrapes, far below the descriptors.
     /// `--admin-max-connections`.
     pub admin_max_connections: usize,
@@ -81,6 +84,16 @@ pub struct Limits {
     /// The longest `/queue/watch` stays silent before a keep-alive comment. Default 5 s: the
     /// scaler counts a watch silent for 12 s as stalled.
     pub watch_keep_alive: Duration,
+    /// How long one `/queue/watch` stream lasts before it ends cleanly (the scaler reconnects at
+    /// once and keeps its last reading meanwhile), so a watch's keep-alives cannot hold its
+    /// connection for ever. Default 300 s: a reconnect every five minutes costs nothing.
+    /// `--watch-max-seconds`.
+    pub watch_max_age: Duration,
+    /// How long one client connection to the proxy may last: after it, it is closed gracefully
+    /// with its next request (HTTP/1.1 after that answer, with `Connection: close`; HTTP/2 with
+    /// GOAWAY, its open streams finishing), so no connection keeps its place for ever by being busy. Default 600 s: longer than a
+    /// hold (300 s by default). `--connection-max-age-seconds`.
+    pub connection_max_age: Duration,
     /// Health probe cadence while requests are held (and at once when one arrives). Default
     /// 25 ms: a held request is released within that of the model becoming ready.
     /// `--probe-held-seconds`.
@@ -146,6 +159,8 @@ impl Default for Limits {
             admin_max_connections: 1024,
             admin_idle: Duration::from_secs(60),
             watch_keep_alive: Duration::from_secs(5),
+            watch_max_age: Duration::from_secs(300),
+            connection_max_age: Duration::from_secs(600),
             probe_held: Duration::from_millis(25),
             probe_idle: Duration::from_secs(5),
             probe_timeout: Duration::from_secs(1),

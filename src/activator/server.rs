@@ -190,6 +190,7 @@ impl Listening {
             changes: changes_rx,
             telemetry,
             keep_alive: limits.watch_keep_alive,
+            max_age: limits.watch_max_age,
         };
         let admin_listener = self.admin;
         let admin_bounds = Bounds {
@@ -201,6 +202,11 @@ impl Listening {
             // `/queue/watch` streams to a scaler that sends nothing more.
             idle_on_writes: true,
             write_stall: None,
+            first_request: None,
+            // No age of the connection's own: a watch ends at its age (`watch_max_age`) and the
+            // scaler asks again on the same pooled connection; a connection closed under that
+            // second request would read as a failure. Other admin answers are short.
+            max_age: None,
             accept_backoff: limits.accept_backoff,
         };
         tasks.push(tokio::spawn(async move {
@@ -227,18 +233,25 @@ impl Listening {
                     let shared = ConnShared::new(limits.conn_body_share);
                     let proxy = proxy.clone();
                     let for_requests = shared.clone();
+                    // A request beginning and its answer mark the connection useful: at the
+                    // cap, the least recently useful of the address holding the most gives way.
+                    let useful = conn.useful();
                     let service = service_fn(move |req| {
                         let p = proxy.clone();
                         let conn = for_requests.clone();
+                        let useful = useful.clone();
+                        useful.now();
                         async move {
                             let open = conn.open();
                             let response = p.handle(req, peer, &conn, port).await;
+                            useful.now();
                             // The request stays open on its connection until its answer ends.
                             Ok::<_, Infallible>(response.map(|b| b.map_frame(move |f| { let _ = &open; f }).boxed()))
                         }
                     });
                     let (http1, http2, closing) = (http1.clone(), http2.clone(), closing_rx.clone());
                     let (header_timeout, poll) = (limits.header_timeout, limits.preface_poll);
+                    let watch = (header_timeout, limits.connection_max_age);
                     tokio::spawn(async move {
                         let mut conn = conn;
                         // The protocol from the first bytes, within the head's time limit.
@@ -250,11 +263,11 @@ impl Listening {
                         match speaks {
                             Speaks::Http1 => {
                                 let conn = http1.serve_connection(io, service);
-                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, header_timeout, closing).await
+                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, watch, closing).await
                             }
                             Speaks::Http2 => {
                                 let conn = http2.serve_connection(io, service);
-                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, header_timeout, closing).await
+                                conn_watch::serve(conn, |c| c.graceful_shutdown(), &shared, watch, closing).await
                             }
                         }
                     });
@@ -298,6 +311,10 @@ pub fn proxy_bounds(limits: &Limits) -> Bounds {
         idle: None,
         idle_on_writes: false,
         write_stall: Some(limits.client_stall),
+        // The preface's deadline and conn_watch bound the time to a request.
+        first_request: None,
+        // conn_watch closes it at `connection_max_age`, h2 too.
+        max_age: None,
         accept_backoff: limits.accept_backoff,
     }
 }

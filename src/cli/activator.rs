@@ -87,14 +87,23 @@ pub struct Args {
     /// until the model answers (off by default).
     #[arg(long, value_name = "SECONDS")]
     pub keep_alive_seconds: Option<f64>,
-    /// Client connections at once; at the cap a silent one gives way, or, when every open one
-    /// has spoken, the new one is closed.
+    /// Client connections at once; at the cap a newcomer takes the place of the least recently
+    /// useful connection of the client address holding the most, or, when its own address
+    /// holds the most, of one of its own that never spoke (else it is closed).
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,
+    /// Seconds a client connection to the proxy may last: then it is closed gracefully
+    /// with its next request (HTTP/1.1 after that answer, HTTP/2 with GOAWAY).
+    #[arg(long, default_value_t = 600.0)]
+    pub connection_max_age_seconds: f64,
+    /// Seconds one /queue/watch stream lasts before it ends cleanly (the scaler reconnects).
+    #[arg(long, default_value_t = 300.0)]
+    pub watch_max_seconds: f64,
     /// Client connections from one address at once; one more is closed as it is accepted.
     #[arg(long, default_value_t = 1024)]
     pub max_connections_per_client: usize,
-    /// Connections to the admin port at once; at the cap a silent one gives way.
+    /// Connections to the admin port at once; at the cap a newcomer makes room as on the proxy
+    /// port (--max-connections).
     #[arg(long, default_value_t = 1024)]
     pub admin_max_connections: usize,
     /// Seconds a request head may take to arrive (also how long a connection may sit with no
@@ -266,6 +275,11 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
         max_connections: args.max_connections.max(1),
         max_connections_per_client: args.max_connections_per_client.max(1),
         admin_max_connections: args.admin_max_connections.max(1),
+        connection_max_age: positive_seconds(
+            "--connection-max-age-seconds",
+            args.connection_max_age_seconds,
+        )?,
+        watch_max_age: positive_seconds("--watch-max-seconds", args.watch_max_seconds)?,
         header_timeout: positive_seconds("--header-timeout", args.header_timeout)?,
         body_timeout: positive_seconds("--body-timeout", args.body_timeout)?,
         max_body: args.max_body_bytes,

@@ -85,16 +85,23 @@ pub struct Args {
     /// The most triggers followed at once in one namespace.
     #[arg(long, default_value_t = 200)]
     pub max_targets_per_namespace: usize,
-    /// The most gRPC connections at once; at the cap a silent one gives way, or, when every open
-    /// one has spoken, the new one is closed.
+    /// The most gRPC connections at once; at the cap a newcomer takes the place of the least
+    /// recently useful connection of the client address holding the most, or, when its own
+    /// address holds the most, of one of its own that never spoke (else it is closed).
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
+    /// Seconds a gRPC connection may last: then GOAWAY, and closed --drain-seconds later with
+    /// what is open on it (KEDA reconnects). A metrics-port connection past this age is closed
+    /// with its next answer.
+    #[arg(long, default_value_t = 600.0)]
+    pub connection_max_age_seconds: f64,
     /// Close a gRPC connection after this many seconds without a byte from its client (the
-    /// scaler pings three times in that span, so live clients always answer).
+    /// scaler pings three times in that span, so live clients always answer), or without a
+    /// call since it was accepted.
     #[arg(long, default_value_t = 120.0)]
     pub connection_idle_seconds: f64,
-    /// The most connections to the metrics port at once; at the cap a silent one gives way to
-    /// a new one, or the new one is closed.
+    /// The most connections to the metrics port at once; at the cap a newcomer makes room as
+    /// on the gRPC port (--max-connections).
     #[arg(long, default_value_t = 64)]
     pub metrics_max_connections: usize,
     /// Seconds a new connection (either port) has to send its first byte, and a metrics
@@ -191,6 +198,10 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
         connection_idle: positive_seconds(
             "--connection-idle-seconds",
             args.connection_idle_seconds,
+        )?,
+        connection_max_age: positive_seconds(
+            "--connection-max-age-seconds",
+            args.connection_max_age_seconds,
         )?,
         metrics_max_connections: at_least_one(
             "--metrics-max-connections",

@@ -8,12 +8,14 @@
 //! everything else the process does (scraping pods, reaching the API, answering KEDA) fails:
 //! issue 25 saw 1,100 idle connections to `serve`'s metrics port stop every pod scrape. So:
 //!
-//! - at most `max_connections` are open at once ([`places`]). At the cap, a new connection takes
-//!   the place of the oldest one that has not sent a byte (a silent connection gives way), or,
-//!   when every open one has spoken, is closed as it is accepted. A flood of silent connections
-//!   cannot keep a real client out, and a client that speaks (KEDA's pooled connection, a scrape
-//!   in progress, a `/queue/watch` stream, a request held at the activator) is never pushed out
-//!   by one. With `max_per_client`, one client address gets at most that many;
+//! - at most `max_connections` are open at once ([`places`]). At the cap, a newcomer from an
+//!   address holding fewer places than another takes the place of the least recently useful
+//!   connection of the address holding the most (the server marks a connection useful when a
+//!   request begins: [`Conn::useful`]); a newcomer from an address holding the most already may
+//!   only replace one of its own that never spoke, or is closed as it is accepted. A flood from
+//!   a few addresses, whatever it sends (keep-alive requests, pings, a dribbled preface),
+//!   cannot keep another address out: the kubelet's probe, KEDA, a scrape. With
+//!   `max_per_client`, one client address gets at most that many;
 //! - a failed accept (out of descriptors, say) pauses the listener, longer while it keeps
 //!   failing ([`accept`]), rather than spinning or ending it;
 //! - a connection must send its first byte within `first_byte`, and an HTTP/1.1 request head
@@ -22,6 +24,10 @@
 //! - after its first byte, one with no byte from its client for `idle` is closed (or, with
 //!   `idle_on_writes`, with no byte either way: a stream to a silent client stays open); no
 //!   `idle` leaves that to the server (the activator holds requests for long);
+//! - with `first_request`, a connection no request began on within it is closed, however many
+//!   bytes it sent (gRPC: pings answered, a preface dribbled a byte per idle span);
+//! - with `max_age`, an HTTP/1.1 connection ([`serve_http`]) past that age is closed with its
+//!   next answer: a client asking every few seconds does not keep its place for ever;
 //! - a write the client takes nothing of for `write_stall` fails, so a client that stops reading
 //!   cannot pin a response's buffers ([`conn`]).
 
@@ -32,7 +38,7 @@ mod places;
 mod tests;
 
 pub use accept::{Accept, Backoff, BACKOFF_MAX};
-pub use conn::Conn;
+pub use conn::{Conn, ConnInfo, Useful};
 
 use conn::Clocks;
 use futures::StreamExt;
@@ -64,6 +70,13 @@ pub struct Bounds {
     pub idle_on_writes: bool,
     /// A write the client has taken nothing of for this long fails; `None`: no limit.
     pub write_stall: Option<Duration>,
+    /// A connection the server has not called useful ([`Conn::useful`]: no request began)
+    /// within this of its accept is closed, whatever bytes it sent: for a protocol whose bytes
+    /// can flow without a request (h2 pings, a preface a byte at a time). `None`: no limit.
+    pub first_request: Option<Duration>,
+    /// An HTTP/1.1 connection served by [`serve_http`] this old is closed with its next answer
+    /// (`Connection: close`), however busy; `None`: no limit.
+    pub max_age: Option<Duration>,
     /// The first pause after a failed `accept` (out of descriptors, say); it doubles while
     /// accepts keep failing, up to [`BACKOFF_MAX`].
     pub accept_backoff: Duration,
@@ -115,6 +128,7 @@ impl<A: Accept> Listener<A> {
                 idle: bounds.idle,
                 idle_on_writes: bounds.idle_on_writes,
                 write_stall: bounds.write_stall,
+                first_request: bounds.first_request,
             },
             backoff: Backoff::new(bounds.accept_backoff),
             port,
@@ -149,9 +163,9 @@ impl<A: Accept> Listener<A> {
                 let why = match taken {
                     Err(Refused::PerClient) => "this client has as many connections as one may",
                     Err(Refused::Full) => {
-                        "the connection cap is reached and every open one has spoken"
+                        "the connection cap is reached, this address holds as many as any, and every one of its own has spoken"
                     }
-                    Ok(_) => "the connection cap is reached: a silent connection gave way",
+                    Ok(_) => "the connection cap is reached: the least recently useful connection of the address holding the most gave way",
                 };
                 tracing::warn!(
                     port, %peer, max = self.places.max(),
@@ -192,11 +206,39 @@ pub async fn serve_http(
     let mut conns = std::pin::pin!(incoming(listener, bounds, port));
     while let Some(conn) = conns.next().await {
         let Ok(conn) = conn else { continue };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        // Every request the router is called for marks its connection useful, and tells an old
+        // connection that a request is open (to close it with that answer).
+        let useful = conn.useful();
+        let asked = Arc::new(tokio::sync::Notify::new());
+        let asking = asked.clone();
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req| {
+            useful.now();
+            asking.notify_waiters();
+            let mut app = app.clone();
+            tower_service::Service::call(&mut app, req)
+        });
         let http1 = http1.clone();
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(conn);
-            let _ = http1.serve_connection(io, service).await;
+            let conn = http1.serve_connection(io, service);
+            let mut conn = std::pin::pin!(conn);
+            let Some(age) = bounds.max_age else {
+                let _ = conn.await;
+                return;
+            };
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = tokio::time::sleep(age) => {}
+            }
+            // Old: closed with its next answer, never while idle under a request being sent
+            // (hyper's head timeout closes it if none comes).
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = asked.notified() => {}
+            }
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
         });
     }
 }

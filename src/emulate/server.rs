@@ -148,6 +148,8 @@ fn bounds(limits: &super::Limits) -> Bounds {
         idle: None,
         idle_on_writes: false,
         write_stall: None,
+        first_request: None,
+        max_age: None,
         accept_backoff: ACCEPT_BACKOFF,
     }
 }

@@ -6,10 +6,14 @@
 //! before the listener was shared with the activator).
 //!
 //! A live gRPC client is never idle for `connection_idle`: the server sends HTTP/2 pings more
-//! often than that ([`keepalive`]), and the ping's acknowledgement is a byte read.
+//! often than that ([`keepalive`]), and the ping's acknowledgement is a byte read. Pings and a
+//! preface sent a byte at a time are bytes, not calls, so a gRPC connection must also begin a
+//! call within `connection_idle` of its accept, and every call marks its connection useful
+//! ([`mark_useful`]): at the cap, the least recently useful of the address holding the most
+//! gives way ([`crate::edge::listener`]).
 
 use super::limits::Limits;
-use crate::edge::listener::Bounds;
+use crate::edge::listener::{Bounds, ConnInfo};
 use std::time::Duration;
 
 /// How often the server pings a connection, for a given idle timeout: three pings fit in it.
@@ -27,8 +31,25 @@ pub fn grpc(limits: &Limits) -> Bounds {
         idle: Some(limits.connection_idle),
         idle_on_writes: false,
         write_stall: None,
+        // KEDA calls at every polling interval (30 s by default) on the connection it opened.
+        first_request: Some(limits.connection_idle),
+        // tonic's own `max_connection_age` (server.rs), with GOAWAY.
+        max_age: None,
         accept_backoff: limits.accept_backoff,
     }
+}
+
+/// A tonic interceptor marking the connection of every call useful (plain or TLS).
+pub fn mark_useful(req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    let ext = req.extensions();
+    let info = ext.get::<ConnInfo>().or_else(|| {
+        ext.get::<tonic::transport::server::TlsConnectInfo<ConnInfo>>()
+            .map(|tls| tls.get_ref())
+    });
+    if let Some(info) = info {
+        info.useful().now();
+    }
+    Ok(req)
 }
 
 /// The metrics port's bounds.
@@ -41,6 +62,9 @@ pub fn metrics(limits: &Limits) -> Bounds {
         idle: Some(limits.metrics_idle),
         idle_on_writes: false,
         write_stall: None,
+        // hyper's head timeout bounds the time to a request.
+        first_request: None,
+        max_age: Some(limits.connection_max_age),
         accept_backoff: limits.accept_backoff,
     }
 }

@@ -28,21 +28,30 @@ pub struct Limits {
     /// new trigger (the least recently asked first). Default 120 s: four of KEDA's default
     /// polling intervals, so only a deleted or paused ScaledObject goes this quiet under load.
     pub evict_after: Duration,
-    /// gRPC connections at once; at the cap a new one takes the place of the oldest that has
-    /// sent nothing, or is closed as it is accepted. Default 512: KEDA keeps one or two, and
+    /// gRPC connections at once; at the cap a new one takes the place of the least recently
+    /// useful connection of the address holding the most, or is closed as it is accepted
+    /// ([`crate::edge::listener`]). Default 512: KEDA keeps one or two, and
     /// each costs a file descriptor. `--max-connections`.
     pub max_connections: usize,
     /// A gRPC connection is closed after this long without a byte from its client (the server
-    /// pings three times in it, so a live client always answers in time). Default 120 s.
+    /// pings three times in it, so a live client always answers in time), and after this long
+    /// from its accept without a call (pings and a dribbled preface are not calls). Default
+    /// 120 s.
     /// `--connection-idle-seconds`.
     pub connection_idle: Duration,
+    /// A gRPC connection older than this is sent GOAWAY, and closed `drain` later with what is
+    /// still open on it (KEDA reconnects, its `StreamIsActive` stream too), so answered pings
+    /// or a dribbled preface cannot hold a place for ever; a metrics-port connection past this
+    /// age is closed with its next answer. Default 600 s.
+    /// `--connection-max-age-seconds`.
+    pub connection_max_age: Duration,
     /// A new collector's calls wait at most this long after it starts for a reading that
     /// answers (the activator's held count arrives within milliseconds; a first scrape may take
     /// longer); later calls never wait. Default 1 s: well inside the 3 s KEDA gives the HPA's
     /// calls, and a polling trigger's first call answers rather than waiting a whole interval.
     pub first_answer_wait: Duration,
     /// Connections to the metrics port (`/metrics`, `/healthz`) at once; at the cap a new one
-    /// takes the place of the oldest that has sent nothing, or is closed. Default 64:
+    /// makes room as on the gRPC port. Default 64:
     /// Prometheus and the kubelet need a few. `--metrics-max-connections`.
     pub metrics_max_connections: usize,
     /// A new connection to either port must send its first byte within this, and on the
@@ -125,6 +134,7 @@ impl Default for Limits {
             evict_after: Duration::from_secs(120),
             max_connections: 512,
             connection_idle: Duration::from_secs(120),
+            connection_max_age: Duration::from_secs(600),
             first_answer_wait: Duration::from_secs(1),
             metrics_max_connections: 64,
             header_timeout: Duration::from_secs(10),

@@ -257,8 +257,13 @@ impl Listening {
             tokio::time::sleep(limits.drain).await;
         };
         let serve = builder
+            .layer(tonic::service::InterceptorLayer::new(
+                connections::mark_useful,
+            ))
             .http2_keepalive_interval(Some(connections::keepalive(limits.connection_idle)))
             .http2_keepalive_timeout(Some(connections::keepalive(limits.connection_idle)))
+            .max_connection_age(limits.connection_max_age)
+            .max_connection_age_grace(limits.drain)
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)

@@ -1,6 +1,7 @@
-//! An accepted connection and the clocks on it: the first byte within a deadline, a close after
-//! an idle span, a write the client has not taken for the stall limit failed, and a close when
-//! it gives way to a newcomer at the cap. It holds its place until dropped.
+//! An accepted connection and the clocks on it: the first byte within a deadline, a first
+//! request (as the server says, [`Useful`]) within another, a close after an idle span, a write
+//! the client has not taken for the stall limit failed, and a close when it gives way to a
+//! newcomer at the cap. It holds its place until dropped.
 //!
 //! Generic over the byte stream so the clocks are tested on an in-memory pipe under tokio's
 //! paused time; the listeners serve TCP streams.
@@ -25,6 +26,23 @@ pub(super) struct Clocks {
     pub idle: Option<Duration>,
     pub idle_on_writes: bool,
     pub write_stall: Option<Duration>,
+    pub first_request: Option<Duration>,
+}
+
+/// A handle on one connection's place, for the server to say when the connection was useful.
+/// Bytes alone never are (pings, keep-alive comments, a preface a byte at a time): only what
+/// the server calls a request.
+#[derive(Clone)]
+pub struct Useful {
+    slot: Arc<Slot>,
+    places: Arc<Places>,
+}
+
+impl Useful {
+    /// The connection was useful now.
+    pub fn now(&self) {
+        self.slot.mark_useful(&self.places);
+    }
 }
 
 /// An accepted connection, holding its place until dropped.
@@ -38,6 +56,8 @@ pub struct Conn<S = TcpStream> {
     deadline: Option<Pin<Box<Sleep>>>,
     /// Armed while a write is pending.
     stalled: Option<Pin<Box<Sleep>>>,
+    /// The first request's deadline, until the server calls the connection useful.
+    unused: Option<Pin<Box<Sleep>>>,
 }
 
 impl<S> Conn<S> {
@@ -56,12 +76,25 @@ impl<S> Conn<S> {
             clocks,
             deadline: Some(Box::pin(tokio::time::sleep(clocks.first_byte))),
             stalled: None,
+            unused: clocks
+                .first_request
+                .map(|d| Box::pin(tokio::time::sleep(d))),
         }
     }
 
     /// The client's address.
     pub fn peer(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// What the server marks this connection useful through (a request began, an answer it
+    /// asked for went out): at the cap, the least recently useful connection of the address
+    /// holding the most gives way first, and one never marked before any other.
+    pub fn useful(&self) -> Useful {
+        Useful {
+            slot: self.slot.clone(),
+            places: self.places.clone(),
+        }
     }
 
     /// The client sent bytes: it has spoken, and the idle span starts again.
@@ -91,6 +124,14 @@ impl<S> Conn<S> {
         self.slot.waker.register(cx.waker());
         if self.slot.evicted() {
             return Poll::Ready(Err(gave_way()));
+        }
+        if self.slot.was_useful() {
+            self.unused = None;
+        } else if let Some(Poll::Ready(())) = self.unused.as_mut().map(|d| d.as_mut().poll(cx)) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "closed: no request began in time",
+            )));
         }
         match self.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
             Some(Poll::Ready(())) => Poll::Ready(Err(io::Error::new(
@@ -248,10 +289,28 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Conn<S> {
     }
 }
 
-impl Connected for Conn<TcpStream> {
-    type ConnectInfo = TcpConnectInfo;
+/// What tonic attaches to every request of a connection: its addresses, and the handle that
+/// marks it useful (serve's gRPC port marks it for every call).
+#[derive(Clone)]
+pub struct ConnInfo {
+    /// The local and remote addresses, as tonic's own connect-info has them.
+    pub tcp: TcpConnectInfo,
+    useful: Useful,
+}
 
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.inner.connect_info()
+impl ConnInfo {
+    pub fn useful(&self) -> &Useful {
+        &self.useful
+    }
+}
+
+impl Connected for Conn<TcpStream> {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        ConnInfo {
+            tcp: self.inner.connect_info(),
+            useful: self.useful(),
+        }
     }
 }

@@ -39,6 +39,8 @@ fn bounds() -> Bounds {
         idle: Some(30 * SECOND),
         idle_on_writes: false,
         write_stall: Some(10 * SECOND),
+        first_request: None,
+        max_age: None,
         accept_backoff: Duration::from_millis(100),
     }
 }
@@ -107,6 +109,51 @@ async fn without_an_idle_limit_a_spoken_connection_stays_open() {
     let (mut server, _client) = spoken(&mut l, &tx).await;
     let read = tokio::time::timeout(3600 * SECOND, server.read(&mut [0u8; 8])).await;
     assert!(read.is_err(), "closed: {read:?}");
+}
+
+/// A client sending a byte every 10 s (answered pings, a dribbled preface) with no request
+/// beginning is closed at `first_request`, however alive its bytes keep it; one the server
+/// called useful is not.
+#[tokio::test(start_paused = true)]
+async fn bytes_without_a_request_do_not_keep_a_connection() {
+    for marked in [false, true] {
+        let (mut l, tx) = listener(Bounds {
+            first_request: Some(60 * SECOND),
+            ..bounds()
+        });
+        let mut client = connect(&tx, HOME);
+        let mut server = l.accept().await;
+        if marked {
+            server.useful().now();
+        }
+        let start = Instant::now();
+        let dribble = tokio::spawn(async move {
+            for _ in 0..20 {
+                if client.write_all(b"P").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(10 * SECOND).await;
+            }
+            client
+        });
+        let mut buf = [0u8; 8];
+        let outcome = loop {
+            match server.read(&mut buf).await {
+                Ok(0) => break None,
+                Ok(_) => continue,
+                Err(e) => break Some(e.kind()),
+            }
+        };
+        assert_eq!(outcome, Some(io::ErrorKind::TimedOut));
+        if marked {
+            // Only its idle span ends it: 30 s after its last byte (at 190 s).
+            assert_eq!(start.elapsed(), 220 * SECOND);
+        } else {
+            assert_eq!(start.elapsed(), 60 * SECOND);
+        }
+        drop(server);
+        let _ = dribble.await;
+    }
 }
 
 /// The server writes every 10 s for 100 s to a client that reads and says nothing: with
