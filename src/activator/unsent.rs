@@ -46,8 +46,17 @@ pub fn connected(base: Connected, answered: &Answered) -> Connected {
 }
 
 /// Whether `error` (no response head received; the request written to the socket at
-/// `written`, or never) says the upstream never read the request.
-pub fn never_read(error: &hyper_util::client::legacy::Error, written: Option<Instant>) -> bool {
+/// `written`, or never) says the upstream never read the request. A request written to a
+/// pooled connection that ended within [`CROSSING`] is taken as unread only when its method is
+/// `idempotent`, or when the connection was reset: an upstream that closes its socket with our
+/// bytes unread (or arriving after its close) answers them with a reset, while one that read
+/// the whole request and then dropped the connection ends it plainly. A completion (POST) the
+/// upstream may have read is never sent twice.
+pub fn never_read(
+    error: &hyper_util::client::legacy::Error,
+    written: Option<Instant>,
+    idempotent: bool,
+) -> bool {
     if error.is_connect() || !closed_under(error) {
         return false;
     }
@@ -61,7 +70,23 @@ pub fn never_read(error: &hyper_util::client::legacy::Error, written: Option<Ins
             .get::<Answered>()
             .is_some_and(|a| a.0.load(Ordering::Relaxed))
     });
-    pooled && written.elapsed() <= CROSSING
+    pooled && written.elapsed() <= CROSSING && (idempotent || reset_under(error))
+}
+
+/// Whether the error chain says the upstream reset the connection (or it was reset under a
+/// write), as its kernel does when bytes arrive that it will never read.
+fn reset_under(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(io.kind(), ConnectionReset | BrokenPipe) {
+                return true;
+            }
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// Whether the error chain says the connection ended (or was reset) rather than a timeout, a
