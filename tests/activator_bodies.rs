@@ -401,3 +401,49 @@ async fn a_route_back_to_the_activator_is_answered_508_after_a_few_hops() {
         .unwrap();
     assert_eq!(r.status(), 508);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_body_written_to_an_upstream_that_never_answers_gives_its_share_back() {
+    let silent = silent_upstream();
+    let awake = upstream(Arc::new(AtomicBool::new(true))).await;
+    let (proxy, _stop) = start(
+        vec![
+            route("a", &silent.url(""), Some("/health")),
+            route("b", &format!("http://{awake}"), Some("/health")),
+        ],
+        Limits {
+            body_budget: 1 << 20,
+            ..limits()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await;
+    // 700 KiB sent to route a, whose upstream reads it and never answers (the head deadline is
+    // 300 s): it used to keep its share of the 1 MiB budget for as long as it waited.
+    let waiting = {
+        let c = client_from([127, 0, 0, 70]);
+        let url = format!("http://{proxy}/echo");
+        tokio::spawn(async move {
+            c.post(url)
+                .header("host", "a")
+                .body(vec![b'x'; 700 << 10])
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !waiting.is_finished(),
+        "route a's upstream has not answered"
+    );
+    let r = client_from([127, 0, 0, 71])
+        .post(format!("http://{proxy}/echo"))
+        .header("host", "b")
+        .body(vec![b'y'; 700 << 10])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the written body gave its share back");
+    waiting.abort();
+}
