@@ -26,16 +26,32 @@ use std::time::{Duration, Instant};
 /// on a loaded 2-core machine), far below any model's time to answer a request it did read.
 pub const CROSSING: Duration = Duration::from_millis(250);
 
-/// Whether an upstream connection has answered a request yet, carried in its [`Connected`]
-/// extras (so in the extensions of every response it brings, and in the errors it fails with).
+/// Whether an upstream connection has answered a request yet, and whether it ended with
+/// nothing written to it since its last answer's bytes, carried in its [`Connected`] extras (so
+/// in the extensions of every response it brings, and in the errors it fails with).
 #[derive(Debug, Clone, Default)]
-pub struct Answered(Arc<AtomicBool>);
+pub struct Answered(Arc<Flags>);
+
+#[derive(Debug, Default)]
+pub struct Flags {
+    answered: AtomicBool,
+    ended_unwritten: AtomicBool,
+}
+
+impl Answered {
+    /// The connection ended with not a byte written to its socket since it last read one: a
+    /// request it failed had never reached the upstream (its signal of being written came
+    /// from another connection's write on the thread, see [`super::written`]).
+    pub fn ended_unwritten(&self) {
+        self.0.ended_unwritten.store(true, Ordering::Relaxed);
+    }
+}
 
 /// Notes that the connection that brought `response` has answered.
 pub fn note_answer<B>(response: &http::Response<B>) {
     if let Some(a) = response.extensions().get::<Answered>() {
-        if !a.0.load(Ordering::Relaxed) {
-            a.0.store(true, Ordering::Relaxed);
+        if !a.0.answered.load(Ordering::Relaxed) {
+            a.0.answered.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -48,7 +64,9 @@ pub fn connected(base: Connected, answered: &Answered) -> Connected {
 /// Whether `error` (no response head received; the request written to the socket at
 /// `written`, or never) says the upstream never read the request. A request written to a
 /// pooled connection that ended within [`CROSSING`] is taken as unread only when its method is
-/// `idempotent`, or when the connection was reset: an upstream that closes its socket with our
+/// `idempotent`, when not a byte reached this connection's socket after its last answer (the
+/// request's written signal came from another connection's write), or when the connection was
+/// reset: an upstream that closes its socket with our
 /// bytes unread (or arriving after its close) answers them with a reset, while one that read
 /// the whole request and then dropped the connection ends it plainly. A completion (POST) the
 /// upstream may have read is never sent twice.
@@ -63,14 +81,17 @@ pub fn never_read(
     let Some(written) = written else {
         return true;
     };
-    let pooled = error.connect_info().is_some_and(|info| {
+    let (pooled, unwritten) = error.connect_info().map_or((false, false), |info| {
         let mut extensions = http::Extensions::new();
         info.get_extras(&mut extensions);
-        extensions
-            .get::<Answered>()
-            .is_some_and(|a| a.0.load(Ordering::Relaxed))
+        extensions.get::<Answered>().map_or((false, false), |a| {
+            (
+                a.0.answered.load(Ordering::Relaxed),
+                a.0.ended_unwritten.load(Ordering::Relaxed),
+            )
+        })
     });
-    pooled && written.elapsed() <= CROSSING && (idempotent || reset_under(error))
+    pooled && written.elapsed() <= CROSSING && (idempotent || unwritten || reset_under(error))
 }
 
 /// Whether the error chain says the upstream reset the connection (or it was reset under a

@@ -20,7 +20,9 @@
 //! ([`super::unsent`]): when the connection ends with a request written and not a byte of its
 //! answer read, the end is held back up to [`RESET_WAIT`] after the write and the socket read
 //! once more. An upstream that closed with our bytes unread, or before they arrived, has its
-//! kernel answer them with a reset, which that read returns in place of the plain end.
+//! kernel answer them with a reset, which that read returns in place of the plain end. A
+//! connection that ends with nothing written to it since its last answer says so
+//! ([`super::unsent::Answered::ended_unwritten`]): a request that failed on it never left.
 
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection};
@@ -58,10 +60,22 @@ fn fire() {
 #[derive(Clone)]
 pub struct SignallingConnector<C>(pub C);
 
+/// A socket's pending error (a reset that came after the peer's end), taken.
+pub trait PendingReset {
+    fn reset(&self) -> Option<std::io::Error>;
+}
+
+impl PendingReset for hyper_util::rt::TokioIo<tokio::net::TcpStream> {
+    fn reset(&self) -> Option<std::io::Error> {
+        self.inner().take_error().ok().flatten()
+    }
+}
+
 impl<C> tower_service::Service<http::Uri> for SignallingConnector<C>
 where
     C: tower_service::Service<http::Uri>,
     C::Future: Send + 'static,
+    C::Response: PendingReset,
 {
     type Response = Signalling<C::Response>;
     type Error = C::Error;
@@ -144,15 +158,12 @@ impl<T: Write + Unpin> Write for Signalling<T> {
     }
 }
 
-impl<T: Read + Unpin> Read for Signalling<T> {
+impl<T: Read + PendingReset + Unpin> Read for Signalling<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let Some(written) = self.written else {
-            return Pin::new(&mut self.io).poll_read(cx, buf);
-        };
         if let Some(wait) = self.reset_wait.as_mut() {
             if wait.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
@@ -162,6 +173,11 @@ impl<T: Read + Unpin> Read for Signalling<T> {
             // One more read: a reset that came meanwhile is the answer; else the plain end.
             let mut probe = [0u8; 1];
             let mut one = hyper::rt::ReadBuf::new(&mut probe);
+            // A reset after the end is not returned by a read (the end came first): the
+            // socket's pending error says it.
+            if let Some(e) = self.io.reset() {
+                return Poll::Ready(Err(e));
+            }
             return match Pin::new(&mut self.io).poll_read(cx, one.unfilled()) {
                 Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                 _ => {
@@ -171,7 +187,7 @@ impl<T: Read + Unpin> Read for Signalling<T> {
             };
         }
         // Read through a buffer of our own, to see whether this read ends the connection.
-        let mut chunk = [0u8; 8 << 10];
+        let mut chunk = [0u8; 16 << 10];
         let room = buf.remaining().min(chunk.len());
         if room == 0 {
             return Pin::new(&mut self.io).poll_read(cx, buf);
@@ -186,11 +202,16 @@ impl<T: Read + Unpin> Read for Signalling<T> {
             buf.put_slice(own.filled());
             return Poll::Ready(Ok(()));
         }
+        let Some(written) = self.written else {
+            // The end, with nothing written since the last answer.
+            self.answered.ended_unwritten();
+            return Poll::Ready(Ok(()));
+        };
         // The end, with a request written and nothing of its answer read.
         let mut wait = Box::pin(tokio::time::sleep_until((written + RESET_WAIT).into()));
         if wait.as_mut().poll(cx).is_ready() {
             self.written = None;
-            return Poll::Ready(Ok(()));
+            return Poll::Ready(self.io.reset().map_or(Ok(()), Err));
         }
         self.reset_wait = Some(wait);
         Poll::Pending
