@@ -15,6 +15,13 @@
 //! request and died with it; that request is not sent again. (Whether a connection was pooled is
 //! told by whether it has answered, not by when it was opened: a request waiting for a connection
 //! can be handed one opened after it was sent that has already answered another.)
+//!
+//! Within that window a request whose method is not idempotent (a completion's POST) goes again
+//! only with proof the upstream never read it: the connection was reset (a server that closes
+//! with our bytes unread, or before they come, has its kernel answer them with a reset; one
+//! that read the whole request and then dropped the connection sends a plain end, and used to
+//! get the completion a second time 9 times in 10), or nothing reached its socket since its
+//! last answer. The socket side of that proof is in [`super::written`].
 
 use hyper_util::client::legacy::connect::Connected;
 use std::sync::atomic::{AtomicBool, Ordering};
