@@ -46,6 +46,26 @@ pub struct Limits {
     /// past it). Default 32 MiB: twice the largest body, a quarter of the budget.
     /// `--body-budget-per-connection-bytes`.
     pub conn_body_share: usize,
+    /// The most of the budget the bodies from one client address may take (over all its
+    /// connections). Default 32 MiB, a quarter of the budget: two of the largest bodies, and
+    /// thousands of ordinary LLM requests (a gateway or a sidecar in front makes many clients
+    /// one address). `--body-budget-per-client-bytes`.
+    pub client_body_share: usize,
+    /// The most of the budget the bodies of one route may take (read or held). Default
+    /// 64 MiB, half the budget: a route at zero holding large bodies leaves the other half to
+    /// the other routes. `--body-budget-per-route-bytes`.
+    pub route_body_share: usize,
+    /// The longest a request body may pause with no byte arriving (408 after, its share of the
+    /// budget given back at once). Default 10 s: a client that sends nothing for that long is
+    /// gone or stalling on purpose (a body one byte short held its share for `body_timeout`).
+    /// `--body-idle`.
+    pub body_idle: Duration,
+    /// The longest an upstream may take to send a response head once the request is written
+    /// to it (504 after). Default 300 s, `upstream_idle`'s: a model server sends a streamed
+    /// answer's head at once, but a whole (not streamed) completion's only with its last token.
+    /// The request's body is given back to the budget once written (unless it may be sent
+    /// again), so the wait holds no body memory. `--upstream-head-timeout`.
+    pub upstream_head_timeout: Duration,
     /// The longest an upstream may stay silent in the middle of a response. Default 300 s: a
     /// model may think long before its first token. `--upstream-idle`.
     pub upstream_idle: Duration,
@@ -148,6 +168,10 @@ impl Default for Limits {
             max_body: 16 << 20,
             body_budget: 128 << 20,
             conn_body_share: 32 << 20,
+            client_body_share: 32 << 20,
+            route_body_share: 64 << 20,
+            body_idle: Duration::from_secs(10),
+            upstream_head_timeout: Duration::from_secs(300),
             upstream_idle: Duration::from_secs(300),
             client_stall: Duration::from_secs(120),
             drain: Duration::from_secs(30),

@@ -6,11 +6,16 @@
 //! through untouched (server-sent events arrive token by token). Hop-by-hop headers are dropped
 //! both ways; upstream connections are pooled. Every request ends forwarded or with a JSON answer:
 //! 404 no route, 408 body too slow, 413 body too large, 503 route full, body budget spent or
-//! shutting down (with `Connection: close`), 504 hold timeout, 502 upstream failed. Bodies count
-//! against one memory budget (`budget::Budget`) while they are read and held; an upstream silent
-//! for `upstream_idle` in the middle of a response is cut.
+//! shutting down (with `Connection: close`), 504 hold timeout or no response head in time, 502
+//! upstream failed, 508 a request that has already passed through the activator [`MAX_HOPS`]
+//! times (a loop). Bodies count against one memory budget (`budget::Budget`) and its shares
+//! while they are read and held, and are given back once written upstream where they cannot
+//! be sent again; an upstream silent for `upstream_idle` in the middle of a response is cut.
+//! Every `x-infscale-*` header of an upstream's answer is dropped: those are the activator's
+//! own, and a model pod answering `serve`'s probe as the activator would hide that the
+//! activator is not in the model's path.
 
-use super::budget::{Budget, Reservation};
+use super::budget::{Budget, Part, Reservation};
 use super::conn_watch::ConnShared;
 use super::hold::{Admission, Release, RouteState, Turn};
 use super::limits::Limits;
@@ -78,6 +83,38 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     for name in HOP_BY_HOP {
         headers.remove(name);
+    }
+}
+
+/// Drops every header only the activator may set (`x-infscale-*`) from an upstream's answer.
+fn strip_own_headers(headers: &mut HeaderMap) {
+    let own: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| n.as_str().starts_with("x-infscale-"))
+        .cloned()
+        .collect();
+    for name in own {
+        headers.remove(name);
+    }
+}
+
+/// The header that counts how many times a request has passed through an activator.
+pub const HOPS_HEADER: &str = "x-infscale-hops";
+
+/// The most times a request may pass through the activator: one more is a loop (a slice or a
+/// route naming the activator as its own upstream) and is answered 508. A request passes once
+/// in every shipped shape; 3 leaves room for two activators in a chain.
+pub const MAX_HOPS: u32 = 3;
+
+/// The hops a request has made so far (a value that is not a number counts as the most).
+fn hops_of(headers: &HeaderMap) -> u32 {
+    match headers.get(HOPS_HEADER) {
+        None => 0,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(MAX_HOPS),
     }
 }
 
@@ -265,6 +302,17 @@ impl Proxy {
         if req.headers().contains_key(PROBE_HEADER) {
             return probe_answer(&req, &table, model_port, by_port.as_ref());
         }
+        if hops_of(req.headers()) >= MAX_HOPS {
+            self.telemetry.reject("none", "loop");
+            return answer(
+                StatusCode::LOOP_DETECTED,
+                &format!(
+                    "the request has passed through the activator {MAX_HOPS} times: its route \
+                     leads back to the activator"
+                ),
+                None,
+            );
+        }
         let state = match by_port.or_else(|| table.pick(req.headers(), req.uri())) {
             Some(s) => s,
             None => return self.unrouted(&req, &table, peer),
@@ -286,7 +334,17 @@ impl Proxy {
         }
         let (parts, body) = req.into_parts();
         // Held until the request is answered: the body may be sent again.
-        let (body, reservation) = match self.read_body(body, &conn.bodies).await {
+        let shares = [
+            &conn.bodies,
+            &self
+                .budget
+                .part(Part::Client(peer.ip()), self.limits.client_body_share),
+            &self.budget.part(
+                Part::Route(state.route.counts_host.clone()),
+                self.limits.route_body_share,
+            ),
+        ];
+        let (body, reservation) = match self.read_body(body, &shares).await {
             Ok(read) => read,
             Err(refusal) => {
                 self.telemetry.reject(host, refusal.reason());
@@ -343,15 +401,17 @@ impl Proxy {
     }
 
     /// Holds (if need be) and forwards a request whose body has been read; every outcome is a
-    /// response. `_reservation` keeps the body's share of the budget until then.
+    /// response. `reservation` keeps the body's share of the budget until then, or until the
+    /// body is written upstream and can no longer be sent again.
     async fn deliver(
         &self,
         state: Arc<RouteState>,
         mut parts: http::request::Parts,
         body: Bytes,
         peer: SocketAddr,
-        _reservation: Reservation,
+        reservation: Reservation,
     ) -> Response<ProxyBody> {
+        let (mut body, mut reservation) = (Some(body), Some(reservation));
         let counters = &state.counters;
         let host = state.route.counts_host.as_str();
         // Built at the first forward, not before: a held request carries only what it came with.
@@ -445,8 +505,15 @@ impl Proxy {
                     }
                 },
             };
-            let forwarded =
-                self.forward(&state, counters, upstream, body.clone(), turn, to.as_ref());
+            let forwarded = self.forward(
+                &state,
+                counters,
+                upstream,
+                &mut body,
+                &mut reservation,
+                turn,
+                to.as_ref(),
+            );
             match Box::pin(forwarded).await {
                 Ok(mut response) => {
                     if let Some(n) = held_as {
@@ -461,7 +528,9 @@ impl Proxy {
                     counters.forwarded.inc();
                     return response;
                 }
-                Err(e) if e.is_connect() && Instant::now() < deadline => {
+                Err(Failure::Upstream(e))
+                    if e.is_connect() && Instant::now() < deadline && body.is_some() =>
+                {
                     // The upstream is gone (scaled to zero under us): hold the request again, in
                     // its place, until the route is ready again.
                     tracing::info!(route = %host, error = %Chain(&e), "upstream refused the connection; holding");
@@ -470,8 +539,21 @@ impl Proxy {
                         None => state.upstream_refused(),
                     }
                 }
-                Err(e) => {
+                Err(Failure::HeadTimeout) => {
+                    let waited = self.limits.upstream_head_timeout;
+                    tracing::warn!(route = %host, ?waited, "the upstream sent no response head in time");
+                    return answer(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "the upstream sent no response head within --upstream-head-timeout",
+                        None,
+                    );
+                }
+                Err(Failure::Upstream(e)) => {
                     tracing::warn!(route = %host, error = %Chain(&e), "upstream failed");
+                    counters.upstream_errors.inc();
+                    return answer(StatusCode::BAD_GATEWAY, "the upstream failed", None);
+                }
+                Err(Failure::BodyGone) => {
                     counters.upstream_errors.inc();
                     return answer(StatusCode::BAD_GATEWAY, "the upstream failed", None);
                 }
@@ -565,18 +647,25 @@ impl Proxy {
         r
     }
 
-    /// The whole body, within `body_timeout`, `max_body`, the shared budget and the
-    /// connection's `share` of it (charged as the bytes arrive), or why not.
+    /// The whole body, within `body_timeout` (no pause longer than `body_idle`), `max_body`,
+    /// the shared budget and its `shares` (the connection's, the address's, the route's:
+    /// charged as the bytes arrive), or why not. A refusal gives its bytes back at once.
     async fn read_body(
         &self,
         body: Incoming,
-        share: &Arc<Budget>,
+        shares: &[&Arc<Budget>],
     ) -> Result<(Bytes, Reservation), BodyRefusal> {
-        let mut reservation = self.budget.reservation(share);
+        let mut reservation = self.budget.reservation(shares);
+        let idle = self.limits.body_idle;
         let read = async {
             let mut body = std::pin::pin!(body);
             let mut out = bytes::BytesMut::new();
-            while let Some(frame) = body.frame().await {
+            loop {
+                let frame = match tokio::time::timeout(idle, body.frame()).await {
+                    Err(_) => return Err(BodyRefusal::Slow),
+                    Ok(None) => break,
+                    Ok(Some(frame)) => frame,
+                };
                 let frame = frame.map_err(|_| BodyRefusal::Unreadable)?;
                 let Ok(data) = frame.into_data() else {
                     continue;
@@ -598,16 +687,24 @@ impl Proxy {
         }
     }
 
+    /// Sends the request upstream and waits for its head, within `upstream_head_timeout`. Once
+    /// the request is written and [`super::unsent::CROSSING`] has passed (it can no longer be
+    /// sent again), its `body` and `reservation` are given back: the wait holds no body memory.
+    #[allow(clippy::too_many_arguments)]
     async fn forward(
         &self,
         state: &Arc<RouteState>,
         counters: &super::telemetry::RouteTelemetry,
         upstream: &Upstream,
-        body: Bytes,
-        turn: Option<Turn>,
+        body: &mut Option<Bytes>,
+        reservation: &mut Option<Reservation>,
+        mut turn: Option<Turn>,
         to: Option<&http::uri::Authority>,
-    ) -> Result<Response<ProxyBody>, hyper_util::client::legacy::Error> {
-        let (request, mut written) = upstream.request(body.clone(), to);
+    ) -> Result<Response<ProxyBody>, Failure> {
+        let Some(bytes) = body.clone() else {
+            return Err(Failure::BodyGone);
+        };
+        let (request, mut written) = upstream.request(bytes, to);
         let guard = state.forwarding();
         // A release sends each request on a connection of its own: an event-loop server reads
         // new connections in the order it accepts them, but reads an already accepted one a
@@ -618,44 +715,64 @@ impl Proxy {
             &self.client
         };
         let mut response = client.request(request);
+        let slot = turn.as_mut().and_then(Turn::take_slot);
+        let head_deadline = tokio::time::sleep(self.limits.upstream_head_timeout);
+        let mut head_deadline = std::pin::pin!(head_deadline);
         let mut written_at = None;
-        let (response, slot) = match turn {
-            None => (response.await, None),
-            Some(mut turn) => {
-                let slot = turn.take_slot();
-                // The turn passes on once this request is written (or has failed) and either its
-                // answer's head came or RELEASE_SPACING passed: time for a server that reads
-                // each connection on a thread of its own to take this one before the next.
-                let response = tokio::select! {
-                    r = &mut response => r,
-                    w = &mut written => {
-                        written_at = w.ok().flatten();
-                        tokio::select! {
-                            r = &mut response => {
-                                turn.sent();
-                                r
-                            }
-                            _ = tokio::time::sleep(RELEASE_SPACING) => {
-                                turn.sent();
-                                response.await
-                            }
-                        }
+        let mut awaiting_write = true;
+        // The turn passes on once this request is written (or has failed) and either its
+        // answer's head came or RELEASE_SPACING passed: time for a server that reads each
+        // connection on a thread of its own to take this one before the next.
+        let mut spacing: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        let mut give_back: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        let response = loop {
+            tokio::select! {
+                r = &mut response => break r,
+                w = &mut written, if awaiting_write => {
+                    awaiting_write = false;
+                    written_at = w.ok().flatten();
+                    if turn.is_some() {
+                        spacing = Some(Box::pin(tokio::time::sleep(RELEASE_SPACING)));
                     }
-                };
-                drop(turn);
-                (response, slot)
+                    if written_at.is_some() {
+                        give_back = Some(Box::pin(tokio::time::sleep(super::unsent::CROSSING)));
+                    }
+                }
+                _ = async { if let Some(s) = spacing.as_mut() { s.await } }, if spacing.is_some() => {
+                    spacing = None;
+                    drop(turn.take());
+                }
+                _ = async { if let Some(s) = give_back.as_mut() { s.await } }, if give_back.is_some() => {
+                    give_back = None;
+                    body.take();
+                    reservation.take();
+                }
+                _ = &mut head_deadline => {
+                    counters.upstream_errors.inc();
+                    return Err(Failure::HeadTimeout);
+                }
             }
         };
+        drop(turn);
+        let idempotent = upstream.method.is_idempotent();
         let response = match response {
             Err(e) => {
                 let written_at = written_at.or_else(|| written.try_recv().ok().flatten());
-                if !super::unsent::never_read(&e, written_at) {
-                    return Err(e);
-                }
+                let resend = match body.as_ref() {
+                    Some(b) if super::unsent::never_read(&e, written_at, idempotent) => b.clone(),
+                    _ => return Err(Failure::Upstream(e)),
+                };
                 // A pooled connection the upstream had closed: send it once more, on a new one.
                 tracing::debug!(error = %Chain(&e), "the upstream closed a pooled connection under a request; sending it again");
                 counters.resent.inc();
-                self.fresh.request(upstream.request(body, to).0).await?
+                let again = self.fresh.request(upstream.request(resend, to).0);
+                match tokio::time::timeout_at(head_deadline.deadline(), again).await {
+                    Ok(r) => r.map_err(Failure::Upstream)?,
+                    Err(_) => {
+                        counters.upstream_errors.inc();
+                        return Err(Failure::HeadTimeout);
+                    }
+                }
             }
             Ok(r) => r,
         };
@@ -664,6 +781,7 @@ impl Proxy {
         drop(slot);
         let (mut parts, incoming) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        strip_own_headers(&mut parts.headers);
         let body = super::pump::carry(
             incoming,
             guard,
@@ -672,6 +790,18 @@ impl Proxy {
         );
         Ok(Response::from_parts(parts, body))
     }
+}
+
+/// Why a forward brought no answer.
+#[derive(Debug)]
+enum Failure {
+    /// The upstream connection failed.
+    Upstream(hyper_util::client::legacy::Error),
+    /// No response head within `upstream_head_timeout`.
+    HeadTimeout,
+    /// The body was given back (written, past the time it could be sent again): never the
+    /// case at a send, which only a request still holding its body makes.
+    BodyGone,
 }
 
 /// The least time between two released requests' sends (unless the first one's answer came
@@ -908,6 +1038,8 @@ impl Upstream {
             headers.insert("x-forwarded-for", v);
         }
         headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        let hops = hops_of(&headers).saturating_add(1);
+        headers.insert(HOPS_HEADER, HeaderValue::from(hops));
         Upstream {
             method: std::mem::take(&mut parts.method),
             uri,

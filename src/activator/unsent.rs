@@ -15,6 +15,13 @@
 //! request and died with it; that request is not sent again. (Whether a connection was pooled is
 //! told by whether it has answered, not by when it was opened: a request waiting for a connection
 //! can be handed one opened after it was sent that has already answered another.)
+//!
+//! Within that window a request whose method is not idempotent (a completion's POST) goes again
+//! only with proof the upstream never read it: the connection was reset (a server that closes
+//! with our bytes unread, or before they come, has its kernel answer them with a reset; one
+//! that read the whole request and then dropped the connection sends a plain end, and used to
+//! get the completion a second time 9 times in 10), or nothing reached its socket since its
+//! last answer. The socket side of that proof is in [`super::written`].
 
 use hyper_util::client::legacy::connect::Connected;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,16 +33,32 @@ use std::time::{Duration, Instant};
 /// on a loaded 2-core machine), far below any model's time to answer a request it did read.
 pub const CROSSING: Duration = Duration::from_millis(250);
 
-/// Whether an upstream connection has answered a request yet, carried in its [`Connected`]
-/// extras (so in the extensions of every response it brings, and in the errors it fails with).
+/// Whether an upstream connection has answered a request yet, and whether it ended with
+/// nothing written to it since its last answer's bytes, carried in its [`Connected`] extras (so
+/// in the extensions of every response it brings, and in the errors it fails with).
 #[derive(Debug, Clone, Default)]
-pub struct Answered(Arc<AtomicBool>);
+pub struct Answered(Arc<Flags>);
+
+#[derive(Debug, Default)]
+pub struct Flags {
+    answered: AtomicBool,
+    ended_unwritten: AtomicBool,
+}
+
+impl Answered {
+    /// The connection ended with not a byte written to its socket since it last read one: a
+    /// request it failed had never reached the upstream (its signal of being written came
+    /// from another connection's write on the thread, see [`super::written`]).
+    pub fn ended_unwritten(&self) {
+        self.0.ended_unwritten.store(true, Ordering::Relaxed);
+    }
+}
 
 /// Notes that the connection that brought `response` has answered.
 pub fn note_answer<B>(response: &http::Response<B>) {
     if let Some(a) = response.extensions().get::<Answered>() {
-        if !a.0.load(Ordering::Relaxed) {
-            a.0.store(true, Ordering::Relaxed);
+        if !a.0.answered.load(Ordering::Relaxed) {
+            a.0.answered.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -46,22 +69,52 @@ pub fn connected(base: Connected, answered: &Answered) -> Connected {
 }
 
 /// Whether `error` (no response head received; the request written to the socket at
-/// `written`, or never) says the upstream never read the request.
-pub fn never_read(error: &hyper_util::client::legacy::Error, written: Option<Instant>) -> bool {
+/// `written`, or never) says the upstream never read the request. A request written to a
+/// pooled connection that ended within [`CROSSING`] is taken as unread only when its method is
+/// `idempotent`, when not a byte reached this connection's socket after its last answer (the
+/// request's written signal came from another connection's write), or when the connection was
+/// reset: an upstream that closes its socket with our
+/// bytes unread (or arriving after its close) answers them with a reset, while one that read
+/// the whole request and then dropped the connection ends it plainly. A completion (POST) the
+/// upstream may have read is never sent twice.
+pub fn never_read(
+    error: &hyper_util::client::legacy::Error,
+    written: Option<Instant>,
+    idempotent: bool,
+) -> bool {
     if error.is_connect() || !closed_under(error) {
         return false;
     }
     let Some(written) = written else {
         return true;
     };
-    let pooled = error.connect_info().is_some_and(|info| {
+    let (pooled, unwritten) = error.connect_info().map_or((false, false), |info| {
         let mut extensions = http::Extensions::new();
         info.get_extras(&mut extensions);
-        extensions
-            .get::<Answered>()
-            .is_some_and(|a| a.0.load(Ordering::Relaxed))
+        extensions.get::<Answered>().map_or((false, false), |a| {
+            (
+                a.0.answered.load(Ordering::Relaxed),
+                a.0.ended_unwritten.load(Ordering::Relaxed),
+            )
+        })
     });
-    pooled && written.elapsed() <= CROSSING
+    pooled && written.elapsed() <= CROSSING && (idempotent || unwritten || reset_under(error))
+}
+
+/// Whether the error chain says the upstream reset the connection (or it was reset under a
+/// write), as its kernel does when bytes arrive that it will never read.
+fn reset_under(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(io.kind(), ConnectionReset | BrokenPipe) {
+                return true;
+            }
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// Whether the error chain says the connection ended (or was reset) rather than a timeout, a

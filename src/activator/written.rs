@@ -15,6 +15,14 @@
 //! another connection writes on the thread first, the signal fires early, as it did before;
 //! if no write follows at all (the connection failed), the caller's response future ends the
 //! wait. A signal is never lost: a parked sender whose receiver is gone is simply dropped.
+//!
+//! The socket also tells a request the upstream never read from one it read and dropped
+//! ([`super::unsent`]): when the connection ends with a request written and not a byte of its
+//! answer read, the end is held back up to [`RESET_WAIT`] after the write and the socket read
+//! once more. An upstream that closed with our bytes unread, or before they arrived, has its
+//! kernel answer them with a reset, which that read returns in place of the plain end. A
+//! connection that ends with nothing written to it since its last answer says so
+//! ([`super::unsent::Answered::ended_unwritten`]): a request that failed on it never left.
 
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::client::legacy::connect::{Connected, Connection};
@@ -23,7 +31,11 @@ use std::future::Future;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long after a request's write a plain end of its connection waits for the reset that
+/// says the upstream never read it: a round trip on a busy node, many times over.
+pub const RESET_WAIT: Duration = Duration::from_millis(50);
 use tokio::sync::oneshot::Sender;
 
 thread_local! {
@@ -48,10 +60,22 @@ fn fire() {
 #[derive(Clone)]
 pub struct SignallingConnector<C>(pub C);
 
+/// A socket's pending error (a reset that came after the peer's end), taken.
+pub trait PendingReset {
+    fn reset(&self) -> Option<std::io::Error>;
+}
+
+impl PendingReset for hyper_util::rt::TokioIo<tokio::net::TcpStream> {
+    fn reset(&self) -> Option<std::io::Error> {
+        self.inner().take_error().ok().flatten()
+    }
+}
+
 impl<C> tower_service::Service<http::Uri> for SignallingConnector<C>
 where
     C: tower_service::Service<http::Uri>,
     C::Future: Send + 'static,
+    C::Response: PendingReset,
 {
     type Response = Signalling<C::Response>;
     type Error = C::Error;
@@ -65,14 +89,26 @@ where
         let connecting = self.0.call(uri);
         Box::pin(async move {
             let io = connecting.await?;
-            Ok(Signalling(io, super::unsent::Answered::default()))
+            Ok(Signalling {
+                io,
+                answered: super::unsent::Answered::default(),
+                written: None,
+                reset_wait: None,
+            })
         })
     }
 }
 
 /// An upstream socket that fires the signals parked on its thread once a write moved bytes, and
 /// carries whether it has answered a request yet (see [`super::unsent`]).
-pub struct Signalling<T>(T, super::unsent::Answered);
+pub struct Signalling<T> {
+    io: T,
+    answered: super::unsent::Answered,
+    /// When bytes were last written with none read since (a request awaiting its answer).
+    written: Option<Instant>,
+    /// A plain end held back until a reset could have come.
+    reset_wait: Option<Pin<Box<tokio::time::Sleep>>>,
+}
 
 fn after_write(r: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
     if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
@@ -81,13 +117,23 @@ fn after_write(r: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> 
     r
 }
 
+impl<T> Signalling<T> {
+    fn wrote(&mut self, r: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.written = Some(Instant::now());
+        }
+        after_write(r)
+    }
+}
+
 impl<T: Write + Unpin> Write for Signalling<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        after_write(Pin::new(&mut self.0).poll_write(cx, buf))
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(r)
     }
 
     fn poll_write_vectored(
@@ -95,35 +141,86 @@ impl<T: Write + Unpin> Write for Signalling<T> {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        after_write(Pin::new(&mut self.0).poll_write_vectored(cx, bufs))
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(r)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
+        self.io.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
+        Pin::new(&mut self.io).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
-impl<T: Read + Unpin> Read for Signalling<T> {
+impl<T: Read + PendingReset + Unpin> Read for Signalling<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-        buf: ReadBufCursor<'_>,
+        mut buf: ReadBufCursor<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
+        if let Some(wait) = self.reset_wait.as_mut() {
+            if wait.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.reset_wait = None;
+            self.written = None;
+            // One more read: a reset that came meanwhile is the answer; else the plain end.
+            let mut probe = [0u8; 1];
+            let mut one = hyper::rt::ReadBuf::new(&mut probe);
+            // A reset after the end is not returned by a read (the end came first): the
+            // socket's pending error says it.
+            if let Some(e) = self.io.reset() {
+                return Poll::Ready(Err(e));
+            }
+            return match Pin::new(&mut self.io).poll_read(cx, one.unfilled()) {
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                _ => {
+                    buf.put_slice(one.filled());
+                    Poll::Ready(Ok(()))
+                }
+            };
+        }
+        // Read through a buffer of our own, to see whether this read ends the connection.
+        let mut chunk = [0u8; 16 << 10];
+        let room = buf.remaining().min(chunk.len());
+        if room == 0 {
+            return Pin::new(&mut self.io).poll_read(cx, buf);
+        }
+        let mut own = hyper::rt::ReadBuf::new(&mut chunk[..room]);
+        match Pin::new(&mut self.io).poll_read(cx, own.unfilled()) {
+            Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
+        if !own.filled().is_empty() {
+            self.written = None;
+            buf.put_slice(own.filled());
+            return Poll::Ready(Ok(()));
+        }
+        let Some(written) = self.written else {
+            // The end, with nothing written since the last answer.
+            self.answered.ended_unwritten();
+            return Poll::Ready(Ok(()));
+        };
+        // The end, with a request written and nothing of its answer read.
+        let mut wait = Box::pin(tokio::time::sleep_until((written + RESET_WAIT).into()));
+        if wait.as_mut().poll(cx).is_ready() {
+            self.written = None;
+            return Poll::Ready(self.io.reset().map_or(Ok(()), Err));
+        }
+        self.reset_wait = Some(wait);
+        Poll::Pending
     }
 }
 
 impl<T: Connection> Connection for Signalling<T> {
     fn connected(&self) -> Connected {
-        super::unsent::connected(self.0.connected(), &self.1)
+        super::unsent::connected(self.io.connected(), &self.answered)
     }
 }
 

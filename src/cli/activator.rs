@@ -119,6 +119,19 @@ pub struct Args {
     /// Bytes of that one client connection may take (503 past it).
     #[arg(long, default_value_t = 32 << 20)]
     pub body_budget_per_connection_bytes: usize,
+    /// Bytes of that the bodies from one client address may take (503 past it).
+    #[arg(long, default_value_t = 32 << 20)]
+    pub body_budget_per_client_bytes: usize,
+    /// Bytes of that the bodies of one route may take, read or held (503 past it).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub body_budget_per_route_bytes: usize,
+    /// Seconds a request body may pause with no byte arriving (408 after).
+    #[arg(long, default_value_t = 10.0)]
+    pub body_idle: f64,
+    /// Seconds an upstream may take to send a response head once the request is written to it
+    /// (504 after).
+    #[arg(long, default_value_t = 300.0)]
+    pub upstream_head_timeout: f64,
     /// Seconds an upstream may stay silent in the middle of a response before it is cut.
     #[arg(long, default_value_t = 300.0)]
     pub upstream_idle: f64,
@@ -285,6 +298,13 @@ pub fn limits(args: &Args) -> anyhow::Result<Limits> {
         max_body: args.max_body_bytes,
         body_budget: args.body_budget_bytes,
         conn_body_share: args.body_budget_per_connection_bytes,
+        client_body_share: args.body_budget_per_client_bytes,
+        route_body_share: args.body_budget_per_route_bytes,
+        body_idle: positive_seconds("--body-idle", args.body_idle)?,
+        upstream_head_timeout: positive_seconds(
+            "--upstream-head-timeout",
+            args.upstream_head_timeout,
+        )?,
         upstream_idle: positive_seconds("--upstream-idle", args.upstream_idle)?,
         client_stall: positive_seconds("--client-stall", args.client_stall)?,
         drain,

@@ -250,7 +250,10 @@ async fn connection(mut s: TcpStream, seen: Arc<Seen>, opts: UpstreamOpts) {
         }
         if let Some(after) = opts.close_after {
             tokio::time::sleep(after).await;
-            if !buf.is_empty() || s.try_read(&mut chunk).is_ok_and(|n| n > 0) {
+            // Peeked, not read: a server that closes after its answer never reads the next
+            // request, so its kernel answers those bytes with a reset.
+            let waiting = tokio::time::timeout(Duration::ZERO, s.peek(&mut chunk)).await;
+            if !buf.is_empty() || matches!(waiting, Ok(Ok(n)) if n > 0) {
                 seen.crossed.fetch_add(1, Ordering::Relaxed);
             }
             return;
