@@ -214,7 +214,8 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
     // `serviceUrl` is the Service's ClusterIP at one of its ports (the only address it may be).
     let nothing = common::scaler::free_port();
     slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "chat", "namespace": "llm"},
+        "metadata": {"name": "chat", "namespace": "llm",
+            "labels": {"infscale.io/serve-mode": "true"}},
         "spec": {"clusterIP": "127.0.0.1",
             "ports": [{"name": "http", "port": nothing, "targetPort": "http"}]}}));
     let busy = pod("127.0.0.2:0", Behaviour::Page(vllm_running(5)));

@@ -194,7 +194,8 @@ async fn serve_mode_keeps_the_activator_out_of_the_path_and_loses_nothing_across
     let service = kube_proxy(slices.clone(), "chat").await;
     // The Service's ClusterIP and port are the kube-proxy stand-in's: `serviceUrl` names them.
     slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "chat", "namespace": "llm"},
+        "metadata": {"name": "chat", "namespace": "llm",
+            "labels": {"infscale.io/serve-mode": "true"}},
         "spec": {"clusterIP": service.ip().to_string(),
             "ports": [{"name": "http", "port": service.port(), "targetPort": "http"}]}}));
     let pod_addr = {

@@ -37,23 +37,57 @@ fn serve_mode_keys<'a>(extra: &[(&'a str, String)]) -> Vec<(&'a str, String)> {
     keys
 }
 
+/// The activator as the manifests find it: the ready pod of its admin Service, which selects
+/// it, allowed by the operator (`--allow-activator`); serve mode's settings for a loopback
+/// cluster with `activatorPort` 8080 among the activator's ports.
+fn activator_installed(slices: &Cluster) -> common::activator::Activator {
+    let act = activator_on("chat", "127.0.0.3:0");
+    slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
+    let mut admin = slices
+        .get("Service", "llm", ADMIN_SERVICE)
+        .expect("the admin Service");
+    admin["spec"]["selector"] = serde_json::json!({"app": "act"});
+    slices.put(admin);
+    slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "act-0", "namespace": "llm", "labels": {"app": "act"}},
+        "status": {"phase": "Running", "podIP": "127.0.0.3"}}));
+    act
+}
+
+/// A scaler config for [`activator_installed`], with `settings` for its leases.
+fn installed_config(
+    kube: &Kube,
+    idle: &common::pods::Pod,
+    settings: ServeModeSettings,
+) -> infscale::serve::server::Config {
+    infscale::serve::server::Config {
+        statics: HashMap::from([("chat".to_owned(), vec![idle.url()])]),
+        kube_api: Some(kube.server.url("")),
+        use_kube: true,
+        allowed_activators: vec![format!("http://{ADMIN_SERVICE}.llm.svc:9092")],
+        serve_mode: ServeModeSettings {
+            ports: 8000..=8999,
+            loopback_pods: true,
+            ..settings
+        },
+        ..config()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_url_naming_anything_but_the_triggers_service_is_refused_naming_the_key() {
     let slices = Cluster::default();
     let kube = Kube::serve_mode(slices.clone());
     let idle = pod("127.0.0.2:0", Behaviour::Page(vllm_running(0)));
-    let act = activator_on("chat", "127.0.0.3:0");
-    slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
-    let running = start(infscale::serve::server::Config {
-        statics: HashMap::from([("chat".to_owned(), vec![idle.url()])]),
-        kube_api: Some(kube.server.url("")),
-        use_kube: true,
-        serve_mode: ServeModeSettings {
+    let _act = activator_installed(&slices);
+    let running = start(installed_config(
+        &kube,
+        &idle,
+        ServeModeSettings {
             lease: None,
             ..ServeModeSettings::default()
         },
-        ..config()
-    })
+    ))
     .await;
     let mut c = client(running.grpc).await;
     for aimed in [
@@ -175,19 +209,16 @@ async fn refused_slice_writes_back_off_while_the_target_stays_active() {
     let slices = Cluster::default();
     let kube = Kube::serve_mode(slices.clone());
     let idle = pod("127.0.0.2:0", Behaviour::Page(vllm_running(0)));
-    let act = activator_on("chat", "127.0.0.3:0");
-    slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
+    let _act = activator_installed(&slices);
     slices.forbid_slice_writes(true);
-    let running = start(infscale::serve::server::Config {
-        statics: HashMap::from([("chat".to_owned(), vec![idle.url()])]),
-        kube_api: Some(kube.server.url("")),
-        use_kube: true,
-        serve_mode: ServeModeSettings {
+    let running = start(installed_config(
+        &kube,
+        &idle,
+        ServeModeSettings {
             lease: None,
             ..ServeModeSettings::default()
         },
-        ..config()
-    })
+    ))
     .await;
     let mut c = client(running.grpc).await;
     let so = object("chat", &serve_mode_keys(&[]));
@@ -243,20 +274,17 @@ async fn a_trigger_that_observes_never_probes_a_service_url_the_service_does_not
     let slices = Cluster::default();
     let kube = Kube::serve_mode(slices.clone());
     let idle = pod("127.0.0.2:0", Behaviour::Page(vllm_running(0)));
-    let act = activator_on("chat", "127.0.0.3:0");
-    slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
+    let _act = activator_installed(&slices);
     let (aimed, asked) = page_server(
         "127.0.0.9",
         "HTTP/1.1 200 OK\r\nx-infscale-activator: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
             .to_owned(),
     );
-    let running = start(infscale::serve::server::Config {
-        statics: HashMap::from([("chat".to_owned(), vec![idle.url()])]),
-        kube_api: Some(kube.server.url("")),
-        use_kube: true,
-        serve_mode: common::scaler::quick_leases(),
-        ..config()
-    })
+    let running = start(installed_config(
+        &kube,
+        &idle,
+        common::scaler::quick_leases(),
+    ))
     .await;
     let mut c = client(running.grpc).await;
     // The writer of the Service's slice first: a ScaledObject with no serviceUrl.
