@@ -169,6 +169,13 @@ pub fn render(policy: &Policy, target: &Placement) -> String {
         let _ = writeln!(out, "        activatorUrl: {url}");
         let _ = writeln!(out, "        serveMode: \"true\"");
         let _ = writeln!(out, "        service: {}", target.service);
+        // serve writes a Service's path only once its namespace's admin has opted it in.
+        let _ = writeln!(
+            out,
+            "        # serve mode needs the Service labelled: kubectl label service {} -n {} \
+             infscale.io/serve-mode=true",
+            target.service, target.namespace
+        );
     }
     out
 }
@@ -463,6 +470,7 @@ mod tests {
             "activatorUrl: http://infscale-activator-admin.infscale.svc:9092",
             "serveMode: \"true\"",
             "service: chat",
+            "# serve mode needs the Service labelled: kubectl label service chat -n",
             "fallback:\n    failureThreshold: 3\n    replicas: 1\n    behavior: currentReplicasIfHigher",
         ] {
             assert!(yaml.contains(needle), "{needle} in\n{yaml}");
