@@ -93,8 +93,8 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// Prompt plus output tokens of one request (vLLM's max_model_len); beyond it, 400.
     pub max_model_len: u32,
-    /// Connections served at once; beyond it a silent one gives way to a new one, or, when
-    /// every open one has spoken, the new one is closed.
+    /// Connections served at once; at the cap a newcomer takes the place of a connection of the
+    /// client address holding the most, or is refused when its own address holds the most.
     pub max_connections: usize,
     /// Time allowed for a connection's first byte and for a request head, wall seconds.
     pub header_timeout_s: f64,
