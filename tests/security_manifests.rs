@@ -219,18 +219,10 @@ async fn serve_mode_writes_only_its_slice_never_idles_without_it_and_adds_exactl
         "spec": {"clusterIP": "127.0.0.1",
             "ports": [{"name": "http", "port": nothing, "targetPort": "http"}]}}));
     let busy = pod("127.0.0.2:0", Behaviour::Page(vllm_running(5)));
-    // The activator as the manifests find it: the ready pods of its admin Service.
+    // The activator as the manifests find it: the ready pod its admin Service selects, which
+    // the operator allowed (`--allow-activator`).
     let act = activator_on("chat", "127.0.0.3:0");
-    slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
-    // Its Service selects its pod, which the operator allowed (`--allow-activator`).
-    let mut admin = slices
-        .get("Service", "llm", ADMIN_SERVICE)
-        .expect("the admin Service");
-    admin["spec"]["selector"] = serde_json::json!({"app": "act"});
-    slices.put(admin);
-    slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "act-0", "namespace": "llm", "labels": {"app": "act"}},
-        "status": {"phase": "Running", "podIP": "127.0.0.3"}}));
+    slices.activator_installed(&[act.server.addr]);
     let running = common::scaler::start(infscale::serve::server::Config {
         statics: std::collections::HashMap::from([("chat".to_owned(), vec![busy.url()])]),
         kube_api: Some(kube.server.url("")),

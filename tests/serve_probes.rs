@@ -42,15 +42,7 @@ fn serve_mode_keys<'a>(extra: &[(&'a str, String)]) -> Vec<(&'a str, String)> {
 /// cluster with `activatorPort` 8080 among the activator's ports.
 fn activator_installed(slices: &Cluster) -> common::activator::Activator {
     let act = activator_on("chat", "127.0.0.3:0");
-    slices.controller_port(ADMIN_SERVICE, "admin", &[act.server.addr]);
-    let mut admin = slices
-        .get("Service", "llm", ADMIN_SERVICE)
-        .expect("the admin Service");
-    admin["spec"]["selector"] = serde_json::json!({"app": "act"});
-    slices.put(admin);
-    slices.put(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "act-0", "namespace": "llm", "labels": {"app": "act"}},
-        "status": {"phase": "Running", "podIP": "127.0.0.3"}}));
+    slices.activator_installed(&[act.server.addr]);
     act
 }
 

@@ -1,9 +1,12 @@
 //! Reading EndpointSlices one way everywhere: the scaler following the activator's pods, the
 //! activator following a model's pods, and serve mode listing the activator pods it puts in a
 //! model's path all read who manages a slice, which endpoints are ready, their addresses and
-//! their port through these.
+//! their port through these; and the pods a slice's endpoints must be (the Running pods its
+//! Service selects) are read one way too.
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use std::collections::BTreeMap;
 
 /// The label naming a slice's Service.
 pub const SERVICE_NAME: &str = "kubernetes.io/service-name";
@@ -77,6 +80,33 @@ pub fn pod_ip(ip: std::net::IpAddr, loopback: bool) -> bool {
         }
     };
     unicast(ip) && (loopback || !lo)
+}
+
+/// A Service's selector as the API's `labelSelector` (`k=v,k2=v2`).
+pub fn selector_query(selector: &BTreeMap<String, String>) -> String {
+    let labels: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    labels.join(",")
+}
+
+/// The IP addresses (as written in the pod's status) of the Running pods among `pods` that carry
+/// every label of `selector`: checked again, whatever the API's list answered.
+pub fn running_pod_ips<'a>(
+    pods: &'a [Pod],
+    selector: &'a BTreeMap<String, String>,
+) -> impl Iterator<Item = String> + 'a {
+    pods.iter()
+        .filter(move |p| {
+            let have = p.metadata.labels.as_ref();
+            selector
+                .iter()
+                .all(|(k, v)| have.and_then(|l| l.get(k)) == Some(v))
+        })
+        .filter_map(|p| p.status.as_ref())
+        .filter(|s| s.phase.as_deref() == Some("Running"))
+        .flat_map(|s| {
+            let many = s.pod_ips.iter().flatten().map(|ip| ip.ip.clone());
+            s.pod_ip.clone().into_iter().chain(many)
+        })
 }
 
 /// The hosts of the slice's ready endpoints ([`ip_host`]).

@@ -334,29 +334,14 @@ async fn selected_hosts(
     selector: &BTreeMap<String, String>,
     bound: std::time::Duration,
 ) -> Result<Vec<String>, String> {
-    let labels: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let list = tokio::time::timeout(
         bound,
-        pods.list(&kube::api::ListParams::default().labels(&labels.join(","))),
+        pods.list(&kube::api::ListParams::default().labels(&slices::selector_query(selector))),
     )
     .await
     .map_err(|_| format!("no answer within {bound:?}"))?
     .map_err(|e| e.to_string())?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|p| {
-            let have = p.metadata.labels.as_ref();
-            selector
-                .iter()
-                .all(|(k, v)| have.and_then(|l| l.get(k)) == Some(v))
-        })
-        .filter_map(|p| p.status.as_ref())
-        .filter(|s| s.phase.as_deref() == Some("Running"))
-        .flat_map(|s| {
-            let many = s.pod_ips.iter().flatten().map(|ip| ip.ip.clone());
-            s.pod_ip.clone().into_iter().chain(many)
-        })
+    Ok(slices::running_pod_ips(&list.items, selector)
         .filter_map(|ip| {
             let ip: std::net::IpAddr = ip.parse().ok()?;
             Some(match ip {

@@ -964,28 +964,12 @@ async fn selected_pod_ips(
         .ok_or_else(|| {
             format!("the activator Service {namespace}/{name} selects no pods (no selector)")
         })?;
-    let labels: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let list = pods
-        .list(&ListParams::default().labels(&labels.join(",")))
+        .list(&ListParams::default().labels(&slices::selector_query(&selector)))
         .await
         .map_err(|e| format!("listing the activator pods in {namespace}: {e}"))?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|p| {
-            let labelled = p.metadata.labels.as_ref();
-            selector
-                .iter()
-                .all(|(k, v)| labelled.and_then(|l| l.get(k)) == Some(v))
-        })
-        .filter_map(|p| p.status.as_ref())
-        .filter(|s| s.phase.as_deref() == Some("Running"))
-        .flat_map(|s| {
-            let many = s.pod_ips.iter().flatten().map(|ip| ip.ip.clone());
-            s.pod_ip.clone().into_iter().chain(many)
-        })
-        .collect())
+    Ok(slices::running_pod_ips(&list.items, &selector).collect())
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! follow it as the API's watchers do (its resource version, a change waited for) and to write
 //! it as a controller does (a read and a write with no other write between them).
 
-use super::objects::{controller_slice, ips, MANAGED_BY, SERVICE_NAME};
+use super::objects::{controller_slice, ips, FakePod, ADMIN_SERVICE, MANAGED_BY, SERVICE_NAME};
 use super::store::{kind_home, Cluster, Key};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -143,6 +143,26 @@ impl Cluster {
             &[(port_name, port)],
             &ips(pods),
         ));
+    }
+
+    /// The activator as the manifests install it and serve mode finds it: its admin Service
+    /// (made by [`super::Kube::serve_mode`]) selects `pods` (app=act), each a Running pod, and
+    /// the EndpointSlice controller lists them as ready.
+    pub fn activator_installed(&self, pods: &[SocketAddr]) {
+        self.controller_port(ADMIN_SERVICE, "admin", pods);
+        let mut admin = self
+            .get("Service", "llm", ADMIN_SERVICE)
+            .expect("the admin Service (Kube::serve_mode makes it)");
+        admin["spec"]["selector"] = serde_json::json!({"app": "act"});
+        self.put(admin);
+        for (i, p) in pods.iter().enumerate() {
+            let pod = FakePod {
+                name: format!("act-{i}"),
+                ip: p.ip().to_string(),
+                ready: true,
+            };
+            self.put(super::objects::pod("llm", "act", &pod));
+        }
     }
 
     /// Ready endpoints of `service` at its `http` port, as kube-proxy would route to them.
