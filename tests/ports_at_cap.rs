@@ -126,13 +126,8 @@ fn keep_alive_flood(flood: &mut Flood, addr: SocketAddr, n: usize, path: &'stati
 /// kubelet's `/healthz` failed 20/20 when every open connection had spoken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_clients_at_the_metrics_cap_leave_healthz_answered() {
-    let scaler = common::scaler::start(infscale::serve::server::Config {
-        limits: infscale::serve::limits::Limits {
-            ..Default::default()
-        },
-        ..common::scaler::config()
-    })
-    .await;
+    // At the default limits.
+    let scaler = common::scaler::start(common::scaler::config()).await;
     let mut flood = Flood::new();
     keep_alive_flood(&mut flood, scaler.metrics, 64, "/healthz");
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -176,11 +171,9 @@ async fn watch_flood(flood: &mut Flood, admin: SocketAddr, n: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_streams_at_the_admin_cap_leave_readiness_answered() {
     let up = common::model::upstream(Arc::new(AtomicBool::new(true))).await;
-    let limits = infscale::activator::limits::Limits {
-        ..common::model::limits()
-    };
+    // 2,200 descriptors in this process: the flood's ends and the activator's.
     let _ = infscale::edge::descriptors::raise_open_files();
-    let a = common::model::activator_with(up, 100, 30.0, limits).await;
+    let a = common::model::activator_with(up, 100, 30.0, common::model::limits()).await;
     let mut flood = Flood::new();
     watch_flood(&mut flood, a.admin, 1100).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -303,13 +296,8 @@ async fn grpc_health(addr: SocketAddr) -> bool {
 /// 0/20 new channels were served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_connections_answering_pings_at_the_grpc_cap_leave_new_channels_served() {
-    let scaler = common::scaler::start(infscale::serve::server::Config {
-        limits: infscale::serve::limits::Limits {
-            ..Default::default()
-        },
-        ..common::scaler::config()
-    })
-    .await;
+    // At the default limits.
+    let scaler = common::scaler::start(common::scaler::config()).await;
     let mut flood = Flood::new();
     h2_flood(&mut flood, scaler.grpc, 600).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
