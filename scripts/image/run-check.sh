@@ -62,7 +62,7 @@ names=()
 upstream_pid=""
 cleanup() {
   for n in "${names[@]}"; do "${podman[@]}" rm -f -t 0 "$n" >/dev/null 2>&1 || true; done
-  [ -n "$upstream_pid" ] && kill "$upstream_pid" 2>/dev/null || true
+  if [ -n "$upstream_pid" ]; then kill "$upstream_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -106,10 +106,10 @@ ok "serve /healthz on 127.0.0.1:$metrics: $body"
 # grpc.health.v1.Health/Check: a gRPC message is 1 flag byte, a 4-byte length, the protobuf.
 # HealthCheckResponse{status: SERVING} is field 1 = 1: bytes 08 01.
 grpc_check() { # SERVICE : prints the response message as hex, fails on a grpc-status other than 0
-  local svc=$1 req
-  if [ -z "$svc" ]; then req='\x00\x00\x00\x00\x00'; else
-    req=$(printf '\\x00\\x00\\x00\\x00\\x%02x\\x0a\\x%02x%s' $((${#svc} + 2)) ${#svc} "$svc"); fi
-  printf "$req" >"$work/req"
+  local svc=$1
+  if [ -z "$svc" ]; then printf '\0\0\0\0\0' >"$work/req"; else
+    python3 -c 'import sys; s=sys.argv[1].encode(); m=b"\x0a"+bytes([len(s)])+s
+sys.stdout.buffer.write(b"\0"+len(m).to_bytes(4,"big")+m)' "$svc" >"$work/req"; fi
   curl -sS --http2-prior-knowledge -X POST -H 'content-type: application/grpc' -H 'te: trailers' \
     --data-binary @"$work/req" -D "$work/headers" -o "$work/resp" \
     "http://127.0.0.1:$grpc/grpc.health.v1.Health/Check" || fail "gRPC health call failed"
