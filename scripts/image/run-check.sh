@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts infscale's image with a real container runtime (podman, runc or crun) as Kubernetes
-# runs it — user 65532, read-only root filesystem, no capabilities, no new privileges — and
-# checks what a cluster would rely on:
+# runs it — user 65532, read-only root filesystem (no writable /tmp either), no capabilities,
+# no new privileges — and checks what a cluster would rely on:
 #   1. `infscale serve` answers its gRPC health check SERVING (grpc.health.v1.Health/Check over
 #      h2c, the call a `grpc:` readiness probe makes) and `/healthz` on the metrics port;
 #   2. `infscale activator` in proxy mode, routes file mounted read-only, holds a request while
@@ -53,9 +53,10 @@ fi
 # for the limits this shell has, which a container may always keep.
 nofile=$(ulimit -Hn)
 [ "$nofile" = unlimited ] && nofile=1048576
-run=("${podman[@]}" run -d --runtime "$runtime" --network host
-     --user 65532:65532 --read-only --cap-drop ALL --security-opt no-new-privileges
+as_in_a_pod=(--runtime "$runtime" --user 65532:65532 --read-only --read-only-tmpfs=false
+     --cap-drop ALL --security-opt no-new-privileges
      --ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096)
+run=("${podman[@]}" run -d --network host "${as_in_a_pod[@]}")
 
 work=$(mktemp -d)
 names=()
@@ -93,6 +94,12 @@ as_deployed() { # NAME : the process runs as 65532 on a read-only root
 
 echo "image $image, runtime $runtime, storage $("${podman[@]}" info -f '{{.Store.GraphDriverName}}'), network host"
 "${podman[@]}" image inspect -f 'user {{.Config.User}}, entrypoint {{.Config.Entrypoint}}, cmd {{.Config.Cmd}}' "$image"
+
+# 0. The second name: infscale called infscale-sim is the tuning CLI.
+sim=$("${podman[@]}" run --rm --network none "${as_in_a_pod[@]}" --entrypoint /usr/local/bin/infscale-sim "$image" --help 2>&1) \
+  || { printf '%s\n' "$sim" >&2; fail "infscale-sim --help failed"; }
+case "$sim" in *"Usage: infscale-sim"*) ;; *) printf '%s\n' "$sim" >&2; fail "infscale-sim is not the tuning CLI";; esac
+ok "/usr/local/bin/infscale-sim answers as the tuning CLI ($(printf '%s\n' "$sim" | head -n1))"
 
 # 1. serve: gRPC health and /healthz.
 grpc=$(free_port); metrics=$(free_port)
