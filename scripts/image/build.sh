@@ -88,7 +88,8 @@ nonroot:x:65532:
 EOF
 chmod 1777 "$root/tmp"
 
-# One layer, reproducible: sorted names, numeric owners, the commit's time (SOURCE_DATE_EPOCH).
+# One layer: numeric owners, the commit's time (SOURCE_DATE_EPOCH) on the files. buildah writes
+# the layer again at commit, so two builds of one binary differ in its digest.
 git=(git -c "safe.directory=$repo")
 epoch=${SOURCE_DATE_EPOCH:-$("${git[@]}" log -1 --format=%ct 2>/dev/null || echo 0)}
 revision=$("${git[@]}" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -139,9 +140,9 @@ unpacked=$(du -sb --apparent-size "$work/unpacked" | cut -f1)
 binary_bytes=$(stat -c %s "$binary")
 {
   echo "image $tag ($arch)"
-  echo "layer (compressed, pulled): $compressed bytes ($(numfmt --to=iec "$compressed"))"
-  echo "unpacked filesystem: $unpacked bytes ($(numfmt --to=iec "$unpacked"))"
-  echo "of which the binary: $binary_bytes bytes ($(numfmt --to=iec "$binary_bytes"))"
+  echo "layer (compressed, pulled): $compressed bytes ($(numfmt --to=iec-i --format=%.1f "$compressed"))"
+  echo "unpacked filesystem: $unpacked bytes ($(numfmt --to=iec-i --format=%.1f "$unpacked"))"
+  echo "of which the binary: $binary_bytes bytes ($(numfmt --to=iec-i --format=%.1f "$binary_bytes"))"
 } | tee "$out/size.txt"
 echo "archive: $archive"
 echo "layout:  $out/oci:$version"
