@@ -1,9 +1,10 @@
 //! One version per release: Cargo.toml's package version is the only place it is written, and
 //! every other place a user installs from must name it. A kustomization's `images: newTag`, the
 //! image tags in the release manifest (deploy/infscale.yaml), every
-//! `ghcr.io/infscale/infscale:X.Y.Z` a manifest or a doc shows, and the Helm chart's
-//! `version`/`appVersion` (charts/infscale/Chart.yaml) must equal it: a version bump that
-//! misses one is a user pulling an image that does not exist.
+//! `ghcr.io/infscale/infscale:X.Y.Z` and every `releases/download/vX.Y.Z/` install line a
+//! manifest or a doc shows, and the Helm chart's `version`/`appVersion`
+//! (charts/infscale/Chart.yaml) must equal it: a version bump that misses one is a user pulling
+//! an image or a file that does not exist.
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,10 @@ fn files(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
 }
 
 fn rel(path: &Path) -> String {
-    path.strip_prefix(root()).unwrap_or(path).display().to_string()
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 /// Every container image in a (multi-document) manifest.
@@ -102,8 +106,14 @@ fn every_kustomization_pins_the_image_to_the_package_version() {
             pinned.push(rel(path));
         }
     }
-    for base in ["manifests/scaler/kustomization.yaml", "manifests/activator/kustomization.yaml"] {
-        assert!(pinned.iter().any(|p| p == base), "{base} pins no {IMAGE} tag: {pinned:?}");
+    for base in [
+        "manifests/scaler/kustomization.yaml",
+        "manifests/activator/kustomization.yaml",
+    ] {
+        assert!(
+            pinned.iter().any(|p| p == base),
+            "{base} pins no {IMAGE} tag: {pinned:?}"
+        );
     }
 }
 
@@ -128,10 +138,9 @@ fn the_release_manifest_pulls_the_package_version() {
     );
 }
 
-#[test]
-fn every_shown_release_image_is_the_package_version() {
-    // Manifests, the release manifest, docs and the README: wherever a user copies an image
-    // reference from. Tags that are not release numbers (`kind-demo`, `${VERSION}`) are local.
+/// Manifests, the release manifest, docs and the README: wherever a user copies an install line
+/// or an image reference from.
+fn shown_pages() -> Vec<PathBuf> {
     let mut paths = Vec::new();
     for dir in ["manifests", "deploy", "docs"] {
         paths.extend(files(&root().join(dir), &|p| {
@@ -140,28 +149,57 @@ fn every_shown_release_image_is_the_package_version() {
         }));
     }
     paths.push(root().join("README.md"));
-    let prefix = format!("{IMAGE}:");
-    let mut seen = 0;
-    for path in &paths {
-        let text = read(path);
-        for (at, _) in text.match_indices(&prefix) {
-            let tag: String = text[at + prefix.len()..]
+    paths
+}
+
+/// Every release number shown right after `prefix`, with the page it is on. Words that are not
+/// release numbers (`kind-demo`, `${VERSION}`, `VERSION`) are left out.
+fn shown_after(prefix: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for path in shown_pages() {
+        let text = read(&path);
+        for (at, _) in text.match_indices(prefix) {
+            let word: String = text[at + prefix.len()..]
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'))
                 .collect();
-            if !tag.starts_with(|c: char| c.is_ascii_digit()) {
-                continue;
+            if word.starts_with(|c: char| c.is_ascii_digit()) {
+                out.push((rel(&path), word));
             }
-            seen += 1;
-            assert_eq!(
-                tag,
-                VERSION,
-                "{} shows {prefix}{tag}; the release is {VERSION}",
-                rel(path)
-            );
         }
     }
-    assert!(seen > 0, "no {prefix}X.Y.Z reference found at all");
+    out
+}
+
+#[test]
+fn every_shown_release_image_is_the_package_version() {
+    let prefix = format!("{IMAGE}:");
+    let shown = shown_after(&prefix);
+    assert!(!shown.is_empty(), "no {prefix}X.Y.Z reference found at all");
+    for (page, tag) in shown {
+        // The release workflow's per-architecture tags, joined into VERSION, may be shown.
+        let release = ["-amd64", "-arm64"]
+            .iter()
+            .find_map(|arch| tag.strip_suffix(arch))
+            .unwrap_or(&tag);
+        assert_eq!(
+            release, VERSION,
+            "{page} shows {prefix}{tag}; the release is {VERSION}"
+        );
+    }
+}
+
+#[test]
+fn every_shown_release_download_is_the_package_version() {
+    let prefix = "github.com/infscale/infscale/releases/download/v";
+    let shown = shown_after(prefix);
+    assert!(!shown.is_empty(), "no install line from a release is shown");
+    for (page, version) in shown {
+        assert_eq!(
+            version, VERSION,
+            "{page} installs from release v{version}; the release is {VERSION}"
+        );
+    }
 }
 
 #[test]
@@ -176,7 +214,10 @@ fn the_helm_chart_is_the_package_version() {
     for key in ["version", "appVersion"] {
         let value = match chart.get(key) {
             Some(serde_yaml::Value::String(s)) => s.clone(),
-            Some(other) => serde_yaml::to_string(other).unwrap_or_default().trim().to_owned(),
+            Some(other) => serde_yaml::to_string(other)
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
             None => panic!("charts/infscale/Chart.yaml has no {key}"),
         };
         assert_eq!(
