@@ -110,7 +110,8 @@ buildah config \
   --arch "$arch" --os linux \
   --user 65532:65532 \
   --workingdir / \
-  --env PATH=/usr/local/bin \
+  --created-by "scripts/image/build.sh: one layer of files from the build host" \
+  --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
   --entrypoint '["/usr/local/bin/infscale"]' \
   --cmd serve \
