@@ -123,6 +123,8 @@ buildah config \
   --label "org.opencontainers.image.revision=$revision" \
   --label org.opencontainers.image.licenses=Apache-2.0 \
   "$ctr"
+# The previous image of this tag goes (unless a container uses it), not left behind untagged.
+buildah rmi "$tag" >/dev/null 2>&1 || true
 buildah commit --quiet --timestamp "$epoch" --format oci --rm "$ctr" "$tag" >/dev/null
 trap 'rm -rf "$work"' EXIT
 
