@@ -22,6 +22,7 @@ mod state_file;
 mod suite;
 mod table;
 mod tune;
+mod trigger_reference;
 mod tune_suite;
 
 use clap::{Parser, Subcommand};
