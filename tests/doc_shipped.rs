@@ -136,7 +136,10 @@ fn every_scaled_object_shown_is_the_shipped_one() {
         // Markers that no block follows.
         for (i, l) in lines.iter().enumerate() {
             if l.trim().starts_with(MARKER) && !found.iter().any(|b| b.above == l.trim()) {
-                bad.push(format!("{name}:{}: a shipped marker with no block under it", i + 1));
+                bad.push(format!(
+                    "{name}:{}: a shipped marker with no block under it",
+                    i + 1
+                ));
             }
         }
         let mut rewritten: Vec<(usize, usize, String)> = Vec::new();
@@ -206,7 +209,10 @@ fn a_document_is_found_by_kind_and_name() {
     let so = shipped(&format!("{path}#ScaledObject/chat")).unwrap();
     assert!(so.starts_with("apiVersion: keda.sh/v1alpha1\nkind: ScaledObject"));
     let e = shipped(&format!("{path}#ScaledObject/other")).unwrap_err();
-    assert!(e.contains("TriggerAuthentication/infscale-tls, ScaledObject/chat"), "{e}");
+    assert!(
+        e.contains("TriggerAuthentication/infscale-tls, ScaledObject/chat"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -21,8 +21,8 @@ pub mod simulate;
 mod state_file;
 mod suite;
 mod table;
-mod tune;
 mod trigger_reference;
+mod tune;
 mod tune_suite;
 
 use clap::{Parser, Subcommand};

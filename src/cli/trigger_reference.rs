@@ -25,7 +25,14 @@ impl Entry<'_> {
         if !self.default.is_empty() {
             notes.push(format!("Default: {}", self.default));
         }
-        notes.push(if self.required { "Required" } else { "Optional" }.to_owned());
+        notes.push(
+            if self.required {
+                "Required"
+            } else {
+                "Optional"
+            }
+            .to_owned(),
+        );
         format!(
             "- `{}` - {} ({})\n",
             self.name,
@@ -177,9 +184,9 @@ mod tests {
             "- `metricsPort` - The port of each pod's metrics page. (Values: a port from 1 to \
              65535, Default: `8000`, Optional)"
         ));
-        assert!(list.contains(
-            "(Values: a number from 0 to 3600, or `auto`, Default: `0`, Optional)"
-        ));
+        assert!(
+            list.contains("(Values: a number from 0 to 3600, or `auto`, Default: `0`, Optional)")
+        );
         assert!(list.contains("(Values: `off`, `auto`, Default: `off`, Optional)"));
         assert!(list.contains("Default: `0` (off), Optional)"));
         assert!(list.starts_with("- `scalerAddress` - "));
