@@ -21,6 +21,7 @@ pub mod simulate;
 mod state_file;
 mod suite;
 mod table;
+mod trigger_reference;
 mod tune;
 mod tune_suite;
 

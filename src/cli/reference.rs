@@ -1,18 +1,19 @@
 //! Reference pages written by the code, so they cannot drift from it: the policy keys and the
-//! trigger metadata (from their key tables), every command's flags (from clap), and the series
-//! `serve` and the activator export (from their registries, as a scrape shows them).
+//! scaler's parameter list and authentication parameters (from their key tables, in
+//! [`super::trigger_reference`]), every command's flags (from clap), and the series `serve` and
+//! the activator export (from their registries, as a scrape shows them).
 //!
 //! Each generated region of a page sits between `<!-- generated:NAME -->` and
 //! `<!-- end generated:NAME -->`; `tests/reference_pages.rs` fails when a region differs from
 //! what the code renders, and rewrites it with `INFSCALE_BLESS=1`.
 
-use super::Cli;
+use super::{trigger_reference, Cli};
 use crate::activator::hold::RouteState;
 use crate::activator::routes::RouteSpec;
 use crate::activator::telemetry::Telemetry as ActivatorTelemetry;
 use crate::metrics::exposition::collect;
-use crate::scaling::keys::{self, KEYS};
-use crate::serve::metadata::{TargetSpec, TARGET_KEYS};
+use crate::scaling::keys;
+use crate::serve::metadata::TargetSpec;
 use crate::serve::telemetry::{Telemetry as ScalerTelemetry, TriggerSeries};
 use clap::CommandFactory;
 use std::collections::{BTreeMap, HashMap};
@@ -35,8 +36,13 @@ pub const GENERATED: &[Generated] = &[
     },
     Generated {
         page: "docs/scaler.md",
-        name: "trigger-metadata",
-        render: trigger_metadata,
+        name: "parameter-list",
+        render: trigger_reference::parameter_list,
+    },
+    Generated {
+        page: "docs/scaler.md",
+        name: "authentication-parameters",
+        render: trigger_reference::authentication_parameters,
     },
     Generated {
         page: "docs/cli.md",
@@ -71,43 +77,6 @@ fn cell(text: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
         .replace('|', "\\|")
-}
-
-/// A default as code, or nothing when there is none.
-fn code_or_empty(default: &str) -> String {
-    if default.is_empty() {
-        String::new()
-    } else {
-        format!("`{default}`")
-    }
-}
-
-/// The trigger metadata `serve` reads: the target's keys, then the policy's.
-pub fn trigger_metadata() -> String {
-    let mut out = String::from("| key | default | meaning |\n|---|---|---|\n");
-    for k in TARGET_KEYS {
-        out.push_str(&format!(
-            "| `{}` | {} | {} |\n",
-            k.name,
-            cell(&code_or_empty(k.default)),
-            cell(k.doc)
-        ));
-    }
-    for k in KEYS {
-        if let Some(name) = k.metadata() {
-            let default = if k.default.is_empty() {
-                "required".to_owned()
-            } else {
-                code_or_empty(k.default)
-            };
-            out.push_str(&format!(
-                "| `{name}` | {} | {} |\n",
-                cell(&default),
-                cell(k.doc)
-            ));
-        }
-    }
-    out
 }
 
 /// Every subcommand of `infscale` with its arguments, as `--help` shows them.

@@ -8,6 +8,7 @@
 
 mod address;
 pub(crate) use address::service_url_fits;
+mod keda_keys;
 mod target_keys;
 
 use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES};
@@ -15,6 +16,7 @@ use crate::metrics::ServerChoice;
 use crate::scaling::{keys, Metric, Policy, PolicyError};
 use crate::serve::activators::Members;
 pub use address::AllowedActivators;
+pub use keda_keys::{KedaKey, KedaPlace, KEDA_KEYS};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 pub use target_keys::{
@@ -99,17 +101,6 @@ fn bad(key: &str, message: impl Into<String>) -> MetadataError {
         message: message.into(),
     }
 }
-
-/// Keys KEDA reads itself, or forwards without meaning for a scaler.
-const IGNORED: &[&str] = &[
-    "scalerAddress",
-    "enableTLS",
-    "unsafeSsl",
-    "caCert",
-    "tlsClientCert",
-    "tlsClientKey",
-    "tlsCertFile",
-];
 
 /// Every key infscale reads: the target's, then the policy's trigger keys.
 pub fn keys() -> impl Iterator<Item = &'static str> {
@@ -214,7 +205,7 @@ impl TargetSpec {
         check_sizes(metadata)?;
         let mut used: BTreeMap<&str, &str> = BTreeMap::new();
         for (k, v) in metadata {
-            if IGNORED.contains(&k.as_str()) || k.ends_with("FromEnv") {
+            if keda_keys::is_kedas(k) {
                 continue;
             }
             if !keys().any(|known| known == k) {
