@@ -1,5 +1,5 @@
-//! The installed whole, wired as the install guide wires it (docs/operate.md): the shipped
-//! kustomizations `manifests/scaler` and `manifests/activator`, the vLLM example's Deployment,
+//! The installed whole, wired as the install guide wires it (docs/operate.md): the release
+//! manifest `deploy/infscale.yaml` (one `kubectl apply -f`), the vLLM example's Deployment,
 //! Service and ScaledObject (or `infscale tune`'s ScaledObject as printed), applied into the
 //! Kubernetes API stand-in; the real `serve` and the real activator, two pods each, started
 //! from their Deployments' own arguments; KEDA and its HPA run from the ScaledObject; a

@@ -1,6 +1,7 @@
-//! infscale installed as the install guide installs it, on loopback: `kubectl apply -k
-//! manifests/scaler` and `kubectl apply -k manifests/activator` into the Kubernetes API
-//! stand-in, then each Deployment's pods run as the real `serve` and the real activator, started
+//! infscale installed as the install guide installs it, on loopback: the release manifest
+//! `deploy/infscale.yaml` as `kubectl apply -f` applies it (the file a release attaches, rendered
+//! by the real kustomize from the bases and checked against them by `scripts/release-check.sh`)
+//! into the Kubernetes API stand-in, then each Deployment's pods run as the real `serve` and the real activator, started
 //! from the very arguments their shipped Deployments give (parsed by the binary's own command
 //! line), with only what a loopback cluster must change: each pod's address (its own loopback
 //! IP, the ports as shipped), the API server's URL, the mounted routes file's path (the
@@ -9,7 +10,7 @@
 //! model Deployments' pods are [`super::cluster`]'s; KEDA too, started by the test from the
 //! ScaledObject it applies.
 
-use super::cluster::{apply, kustomize, Models, Net, Options};
+use super::cluster::{apply, Models, Net, Options};
 use super::kube::{Cluster, Kube};
 use infscale::cli::{configured, Configured};
 use serde_yaml::Value;
@@ -222,10 +223,9 @@ impl Install {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let cluster = Cluster::default();
         let kube = Kube::serve(cluster.clone());
-        let scaler = kustomize(&root().join("manifests/scaler"));
-        let activator = kustomize(&root().join("manifests/activator"));
-        apply(&cluster, &scaler);
-        apply(&cluster, &activator);
+        // One file, the scaler and the activator: what `kubectl apply -f infscale.yaml` applies.
+        let release = shipped("deploy/infscale.yaml");
+        apply(&cluster, &release);
         apply(&cluster, docs);
         let net = Net::start(&cluster, pools.cluster_ips);
         let models = Models::start(&cluster, options, models);
@@ -236,10 +236,7 @@ impl Install {
         ));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         // The activator's routes file: its ConfigMap's text, as the volume mounts it.
-        let cm = activator
-            .iter()
-            .find(|d| s(&d["kind"]) == "ConfigMap")
-            .expect("the routes ConfigMap");
+        let cm = find(&release, "ConfigMap", "infscale-activator-routes");
         let routes_file = dir.join("routes.yaml");
         std::fs::write(&routes_file, s(&cm["data"]["routes.yaml"])).expect("the routes file");
         let mut install = Install {
@@ -253,13 +250,13 @@ impl Install {
             deployments: (Value::Null, Value::Null),
             _dir: TempDir(dir),
         };
-        let act = find(&activator, "Deployment", "infscale-activator").clone();
+        let act = find(&release, "Deployment", "infscale-activator").clone();
         for i in 0..replicas(&act) {
             install
                 .start_activator(&act, &pools, i as u8 + 1, &flags.activator)
                 .await;
         }
-        let serve = find(&scaler, "Deployment", "infscale").clone();
+        let serve = find(&release, "Deployment", "infscale").clone();
         for i in 0..replicas(&serve) {
             install
                 .start_scaler(&serve, &pools, i as u8 + 1, &flags.scaler)
