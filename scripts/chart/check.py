@@ -208,6 +208,16 @@ def main():
     if bad:
         fail(f"helm lint: {bad}")
 
+    # values.schema.json refuses a misspelt or mistyped value instead of ignoring it.
+    with helm.Chart.load(CHART) as chart:
+        for bad in ({"tls": {"enable": True}}, {"activator": {"namespaces": "llm"}},
+                    {"scaler": {"replica": 3}}, {"logFormat": "xml"}):
+            try:
+                chart.validate_schema(bad)
+            except helm.HelmValuesError:
+                continue
+            fail(f"values.schema.json accepts {bad}")
+
     base = kustomize("manifests/scaler", "manifests/activator")
     tls = kustomize("manifests/scaler-tls", "manifests/activator")
     observability = kustomize("manifests/observability")
