@@ -84,7 +84,11 @@ fn every_value_is_documented_and_every_documented_value_exists() {
     let values: Value = serde_yaml::from_str(VALUES_YAML).unwrap();
     let docs = documented();
     for d in &docs {
-        assert!(default_of(&d.path).is_some(), "documented {} is no value", d.path);
+        assert!(
+            default_of(&d.path).is_some(),
+            "documented {} is no value",
+            d.path
+        );
         assert!(!d.doc.is_empty(), "{}: an empty `# --` comment", d.path);
     }
     let mut all = Vec::new();
@@ -120,13 +124,27 @@ fn the_chart_is_cut_from_this_release() {
     .unwrap();
     let version = env!("CARGO_PKG_VERSION");
     assert_eq!(chart["apiVersion"].as_str(), Some("v2"));
-    assert_eq!(chart["version"].as_str(), Some(version), "Chart.yaml version");
-    assert_eq!(chart["appVersion"].as_str(), Some(version), "Chart.yaml appVersion");
+    assert_eq!(
+        chart["version"].as_str(),
+        Some(version),
+        "Chart.yaml version"
+    );
+    assert_eq!(
+        chart["appVersion"].as_str(),
+        Some(version),
+        "Chart.yaml appVersion"
+    );
     // The image tag defaults to the appVersion; the bases pin the same release.
-    assert_eq!(default_of("image.tag").and_then(|t| t.as_str().map(str::to_owned)), Some(String::new()));
+    assert_eq!(
+        default_of("image.tag").and_then(|t| t.as_str().map(str::to_owned)),
+        Some(String::new())
+    );
     for base in ["manifests/scaler", "manifests/activator"] {
         let k = std::fs::read_to_string(root().join(base).join("kustomization.yaml")).unwrap();
-        assert!(k.contains(&format!("newTag: {version}")), "{base} pins another tag");
+        assert!(
+            k.contains(&format!("newTag: {version}")),
+            "{base} pins another tag"
+        );
     }
 }
 
