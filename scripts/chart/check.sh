@@ -13,7 +13,7 @@ if ! "$venv/bin/python" -c 'import helm_python, yaml' 2>/dev/null \
     || ! "$venv/bin/kubectl" version --client >/dev/null 2>&1; then
   python3 -m venv "$venv" 2>/dev/null || {
     apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv
-    python3 -m venv "$venv"
+    python3 -m venv --clear "$venv"
   }
   "$venv/bin/pip" install -q --disable-pip-version-check "${want[@]}"
 fi
