@@ -200,6 +200,40 @@ def deletion_cost(namespaces):
     return out
 
 
+def strings(node, path=""):
+    """Every (path, key, string) under `node`."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, str):
+                yield f"{path}.{k}", k, v
+            else:
+                yield from strings(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if isinstance(v, str):
+                yield f"{path}[{i}]", None, v
+            else:
+                yield from strings(v, f"{path}[{i}]")
+
+
+def namespaces_from_the_release(chart):
+    """Installed elsewhere, with everything on, nothing names namespace `infscale`: every
+    namespace field is the release's (or a listed model namespace), and so is every Service
+    address. The routes file and the alerts are data (ConfigMap data, the rules' text)."""
+    values = {"tls": {"enabled": True, "certManager": {"enabled": True}},
+              "observability": {"enabled": True}, "activator": {"namespaces": ["llm"]},
+              "deletionCost": {"namespaces": ["llm"]}}
+    objs = chart.render(values, name=RELEASE, namespace="elsewhere", is_install=True)
+    for path, text in objs.items():
+        if path.endswith("NOTES.txt"):
+            continue
+        for obj in docs(text):
+            data = {k: v for k, v in obj.items() if k != "data" and obj["kind"] != "PrometheusRule"}
+            for where, k, v in strings(data):
+                if (k == "namespace" and v not in ("elsewhere", "llm")) or ".infscale.svc" in v:
+                    fail(f"installed in namespace elsewhere, {show(key(obj))} {where} is {v!r}")
+
+
 def main():
     helm.disable_logging()
     report = helm.lint(CHART, strict=True, namespace=NAMESPACE)
@@ -258,7 +292,11 @@ def main():
             got = render(chart, values)
             if render(packaged, values) != got:
                 fail(f"value set {name!r}: the packaged chart renders otherwise than the directory")
-            objects += compare(name, got, want, chart_only)
+            matched = compare(name, got, want, chart_only)
+            print(f"chart: {name}: {matched} objects equal the bases'"
+                  + (f", {len(chart_only)} only the chart's" if chart_only else ""))
+            objects += matched
+        namespaces_from_the_release(chart)
         # The cert-manager set: the Secret the server Certificate writes is the one mounted.
         got = {key(o): o for o in render(chart, value_sets[2][1])}
         secret = got[("Certificate", NAMESPACE, "infscale-server")]["spec"]["secretName"]
