@@ -4,10 +4,12 @@ Run by scripts/chart/check.sh, which installs the renderers. For each value set 
 rendered by Helm's own engine (helm_python) with release name and namespace `infscale`, and the
 bases by kubectl's kustomize; both sides are parsed and compared field by field after dropping
 the labels only Helm sets. A difference names the value set, the object and the field.
+It also lints the chart, checks that values.schema.json refuses misspelt values, packages the
+chart into target/chart/ (whose shared files must be the bases' bytes, and which must render as
+the directory does), and renders it in another namespace to find any namespace written in.
 """
 
 import copy
-import io
 import os
 import subprocess
 import sys
@@ -31,8 +33,8 @@ HELM_LABELS = {
 # Objects of the bases the chart does not make, each with the reason.
 BASE_ONLY = {
     ("Namespace", None, "infscale"): "Helm installs into a namespace it is given "
-    "(`-n infscale --create-namespace`); a chart that owned it would delete it, and every "
-    "model's slices in it, on uninstall",
+    "(`-n infscale --create-namespace`); a chart that owned it would delete it on uninstall, "
+    "with whatever else runs there",
 }
 
 # The files the chart reads with .Files.Get: links to the bases' own files, so one copy exists.
