@@ -1,7 +1,8 @@
 //! Reference pages written by the code, so they cannot drift from it: the policy keys and the
 //! scaler's parameter list and authentication parameters (from their key tables, in
-//! [`super::trigger_reference`]), every command's flags (from clap), and the series `serve` and
-//! the activator export (from their registries, as a scrape shows them).
+//! [`super::trigger_reference`]), every command's flags (from clap), the series `serve` and the
+//! activator export (from their registries, as a scrape shows them), and the Helm chart's values
+//! (from its values.yaml, with the flags they set).
 //!
 //! Each generated region of a page sits between `<!-- generated:NAME -->` and
 //! `<!-- end generated:NAME -->`; `tests/reference_pages.rs` fails when a region differs from
@@ -53,6 +54,11 @@ pub const GENERATED: &[Generated] = &[
         page: "docs/operations.md",
         name: "exported-metrics",
         render: exported_metrics,
+    },
+    Generated {
+        page: "docs/chart.md",
+        name: "chart-values",
+        render: super::chart_values::markdown_table,
     },
 ];
 

