@@ -766,3 +766,34 @@ fn every_image_is_pinned() {
     }
     assert!(seen >= 7, "only {seen} images found");
 }
+
+/// Every example's container image is a row of scripts/examples/pins.tsv, the table that
+/// scripts/examples/check-flags.sh checks the example's flags against: a pin changes in the
+/// manifest and the table together, or the check would read another version's source.
+#[test]
+fn every_example_image_is_in_the_pins_table() {
+    let table = std::fs::read_to_string(root().join("scripts/examples/pins.tsv")).unwrap();
+    let pinned: BTreeSet<&str> = table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    let mut images = 0;
+    for f in yaml_files(&root().join("manifests/examples")) {
+        for d in load(&f).iter().filter(|d| s(&d["kind"]) == "Deployment") {
+            for c in d["spec"]["template"]["spec"]["containers"]
+                .as_sequence()
+                .unwrap()
+            {
+                let image = s(&c["image"]);
+                assert!(
+                    pinned.contains(image),
+                    "{}: image {image} is not in scripts/examples/pins.tsv",
+                    f.display()
+                );
+                images += 1;
+            }
+        }
+    }
+    assert!(images >= 5, "{images}");
+}
