@@ -704,10 +704,9 @@ spec:
 fn the_shipped_manifests_apply_to_the_store() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let cluster = Cluster::default();
-    let skipped = apply_file(
-        &cluster,
-        root.join("manifests/examples/vllm-deployment.yaml"),
-    );
+    // The example names no namespace: `kubectl apply -n llm -f` puts it in the caller's.
+    let example = load(&root.join("manifests/examples/vllm-deployment.yaml"));
+    let skipped = apply_in(&cluster, "llm", &example);
     assert!(skipped.is_empty(), "{skipped:?}");
     let d = cluster.get("Deployment", "llm", "chat").unwrap();
     assert_eq!(
@@ -740,13 +739,10 @@ fn the_shipped_manifests_apply_to_the_store() {
             "{kind}: {skipped:?}"
         );
     }
-    // Into a namespace of the caller's (`kubectl apply -n`), for documents that name none.
-    let skipped = apply_in(
-        &cluster,
-        "llm",
-        &load(&root.join("manifests/examples/vllm-deployment.yaml")),
-    );
-    assert!(skipped.is_empty(), "{skipped:?}");
+    // Without -n, `kubectl apply -f` puts what names no namespace in `default`.
+    let other = Cluster::default();
+    assert!(apply_file(&other, root.join("manifests/examples/vllm-deployment.yaml")).is_empty());
+    assert!(other.get("Deployment", "default", "chat").is_some());
     // A second apply keeps what others wrote (a ClusterIP) and takes the manifest's replicas.
     cluster.update("Service", "llm", "chat", |s| {
         s["spec"]["clusterIP"] = serde_json::json!("127.0.104.1");
@@ -755,10 +751,7 @@ fn the_shipped_manifests_apply_to_the_store() {
     cluster.edit("Deployment", "llm", "chat", |d| {
         d["spec"]["replicas"] = serde_json::json!(5)
     });
-    apply_file(
-        &cluster,
-        root.join("manifests/examples/vllm-deployment.yaml"),
-    );
+    apply_in(&cluster, "llm", &example);
     assert_eq!(
         cluster.get("Service", "llm", "chat").unwrap()["spec"]["clusterIP"],
         "127.0.104.1"

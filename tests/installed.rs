@@ -11,7 +11,7 @@
 mod common;
 
 use common::cluster::{eventually, http10_post_with, Dns, Keda, ModelServer, Options};
-use common::install::{shipped, Flags, Install, Pools};
+use common::install::{example_in, Flags, Install, Pools};
 use serde_yaml::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -111,9 +111,9 @@ impl Clients {
     }
 }
 
-/// The first document of kind `kind` in a shipped file.
+/// The first document of kind `kind` in a shipped example, applied in namespace llm.
 fn doc_of(rel: &str, kind: &str) -> Value {
-    shipped(rel)
+    example_in(rel, "llm")
         .into_iter()
         .find(|d| d["kind"] == kind)
         .unwrap_or_else(|| panic!("{rel}: no {kind}"))
@@ -247,7 +247,7 @@ async fn the_installed_whole_holds_every_name_through_zero_n_zero_cycles() {
         .with_env_filter("infscale=info")
         .with_test_writer()
         .try_init();
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     let so = time_scaled(
         doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject"),
         SPEED,
@@ -392,7 +392,7 @@ fn tuned_scaled_object() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tunes_scaled_object_applied_as_printed_wakes_the_model() {
     let so = tuned_scaled_object();
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     docs.push(so.clone());
     let install = Install::start(
         pools(1),
@@ -434,7 +434,7 @@ async fn tunes_scaled_object_applied_as_printed_wakes_the_model() {
 /// Installs the example with `so` and `flags`, and waits for KEDA to be told, by an
 /// `IsActive` error, what `needle` says; the target idle all along and never taken to zero.
 async fn reported(n: u8, so: Value, flags: Flags, needle: &str) -> String {
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     docs.push(so.clone());
     let install = Install::start(
         pools(n),
@@ -543,7 +543,7 @@ use serde::Deserialize;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_and_a_third_model_in_two_namespaces_are_one_scaled_object_each() {
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     let chat = time_scaled(
         doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject"),
         SPEED,
@@ -773,7 +773,7 @@ async fn two_scalers_and_two_scaled_objects_share_one_slice_without_flapping_thr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_activator_pod_replaced_at_zero_is_replaced_in_the_path_at_once() {
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     let so = time_scaled(
         doc_of("manifests/examples/vllm-scaledobject.yaml", "ScaledObject"),
         SPEED,

@@ -155,7 +155,7 @@ fn check_set(what: &str, docs: &[Value]) {
                 }
             }
         }
-        if what.contains("examples") {
+        if what.contains("manifests/examples") {
             let c = &d["spec"]["template"]["spec"]["containers"][0];
             assert!(
                 c["readinessProbe"].is_mapping() && c["livenessProbe"].is_mapping(),
@@ -470,36 +470,53 @@ fn the_examples_agree_with_themselves_and_the_activator() {
     }
 }
 
-/// The TriggerAuthentication and the TLS scaler name the Secrets and keys scripts/gen-certs.sh
-/// tells the operator to create.
+/// The TriggerAuthentication and the TLS scaler name the Secrets and keys that the commands
+/// scripts/gen-certs.sh prints create. Run as a user would, from another directory with a model
+/// namespace of their own: each printed command names files by absolute paths that exist, the
+/// server's Secret goes to the install's namespace (infscale) and the client's to the model
+/// namespace given, where the example's TriggerAuthentication is applied (`kubectl apply -n`).
 #[test]
 fn the_tls_objects_name_what_gen_certs_makes() {
-    let script = std::fs::read_to_string(root().join("scripts/gen-certs.sh")).unwrap();
+    let model_ns = "team-a";
+    let base = std::env::temp_dir().join(format!("infscale-gen-certs-{}", std::process::id()));
+    let elsewhere = base.join("cwd");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts/gen-certs.sh"))
+        .arg("../certs")
+        .arg(model_ns)
+        .current_dir(&elsewhere)
+        .output()
+        .expect("bash runs scripts/gen-certs.sh (it needs openssl)");
+    assert!(
+        out.status.success(),
+        "gen-certs.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
     // (namespace, secret) -> keys, from the `kubectl create secret` lines it prints.
     let mut secrets: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for line in script
+    for line in printed
         .lines()
         .filter(|l| l.contains("create secret generic"))
     {
-        let words: Vec<&str> = line
-            .trim_matches(|c| c == '"' || c == ' ')
-            .split_whitespace()
-            .collect();
+        let words: Vec<&str> = line.split_whitespace().collect();
         let namespace = words[words.iter().position(|w| *w == "-n").unwrap() + 1];
         let secret = words[words.iter().position(|w| *w == "generic").unwrap() + 1];
-        let keys = words
-            .iter()
-            .filter_map(|w| w.strip_prefix("--from-file="))
-            .map(|f| f.split_once('=').map_or(f, |(k, _)| k).to_owned())
-            .collect();
-        secrets.insert(
-            (
-                namespace.to_owned(),
-                secret.trim_end_matches('"').to_owned(),
-            ),
-            keys,
-        );
+        let mut keys = BTreeSet::new();
+        for f in words.iter().filter_map(|w| w.strip_prefix("--from-file=")) {
+            let (key, file) = f.split_once('=').unwrap_or_else(|| panic!("{line}"));
+            let file = Path::new(file);
+            assert!(
+                file.is_absolute() && file.is_file(),
+                "{line}: {} is not a file from any directory",
+                file.display()
+            );
+            keys.insert(key.to_owned());
+        }
+        secrets.insert((namespace.to_owned(), secret.to_owned()), keys);
     }
+    let _ = std::fs::remove_dir_all(&base);
     assert_eq!(secrets.len(), 2, "{secrets:?}");
     let mut auths = 0;
     for f in yaml_files(&root().join("manifests/examples")) {
@@ -509,8 +526,9 @@ fn the_tls_objects_name_what_gen_certs_makes() {
         {
             let mut params = BTreeSet::new();
             for r in d["spec"]["secretTargetRef"].as_sequence().unwrap() {
+                assert!(d["metadata"]["namespace"].is_null(), "{}", f.display());
                 let keys = secrets
-                    .get(&(ns(d).to_owned(), s(&r["name"]).to_owned()))
+                    .get(&(model_ns.to_owned(), s(&r["name"]).to_owned()))
                     .unwrap_or_else(|| {
                         panic!(
                             "{}: Secret {:?} is not made by gen-certs.sh",
@@ -747,4 +765,35 @@ fn every_image_is_pinned() {
         }
     }
     assert!(seen >= 7, "only {seen} images found");
+}
+
+/// Every example's container image is a row of scripts/examples/pins.tsv, the table that
+/// scripts/examples/check-flags.sh checks the example's flags against: a pin changes in the
+/// manifest and the table together, or the check would read another version's source.
+#[test]
+fn every_example_image_is_in_the_pins_table() {
+    let table = std::fs::read_to_string(root().join("scripts/examples/pins.tsv")).unwrap();
+    let pinned: BTreeSet<&str> = table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    let mut images = 0;
+    for f in yaml_files(&root().join("manifests/examples")) {
+        for d in load(&f).iter().filter(|d| s(&d["kind"]) == "Deployment") {
+            for c in d["spec"]["template"]["spec"]["containers"]
+                .as_sequence()
+                .unwrap()
+            {
+                let image = s(&c["image"]);
+                assert!(
+                    pinned.contains(image),
+                    "{}: image {image} is not in scripts/examples/pins.tsv",
+                    f.display()
+                );
+                images += 1;
+            }
+        }
+    }
+    assert!(images >= 5, "{images}");
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::cluster::{Keda, ModelServer, Options};
-use common::install::{shipped, Flags, Install, Pools};
+use common::install::{example_in, Flags, Install, Pools};
 use serde_yaml::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ fn yaml(text: &str) -> Vec<Value> {
 /// The example's ScaledObject, named `name` in `ns`, its trigger's keys `set` (a `None` value
 /// removes the key), time-scaled.
 fn scaled_object(ns: &str, name: &str, set: &[(&str, Option<&str>)]) -> Value {
-    let mut so = shipped("manifests/examples/vllm-scaledobject.yaml")
+    let mut so = example_in("manifests/examples/vllm-scaledobject.yaml", "llm")
         .into_iter()
         .find(|d| d["kind"] == "ScaledObject")
         .expect("the example's ScaledObject");
@@ -116,14 +116,14 @@ async fn serve_mode_writes_no_service_that_did_not_opt_in_and_no_activator_but_i
         .with_env_filter("infscale=info")
         .with_test_writer()
         .try_init();
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     // A Service of the namespace that never opted in, a database behind a Service of its own,
     // and the API server's Service (labelled as if opted in: refused all the same).
     docs.extend(yaml(
         "apiVersion: v1\nkind: Service\nmetadata: {name: victim, namespace: llm}\nspec:\n  selector: {app: victim}\n  ports: [{name: http, port: 8000}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: db, namespace: llm}\nspec:\n  selector: {app: db}\n  ports: [{name: pg, port: 5432}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: db-abcde\n  namespace: llm\n  labels: {kubernetes.io/service-name: db, endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io}\naddressType: IPv4\nendpoints: [{addresses: [10.9.0.5], conditions: {ready: true}}]\nports: [{name: pg, port: 5432}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: kubernetes, namespace: default, labels: {infscale.io/serve-mode: \"true\"}}\nspec:\n  ports: [{name: https, port: 443}]\n",
     ));
     // A model in namespace `default` whose trigger names the API server's Service.
-    let mut deployment = shipped("manifests/examples/vllm-deployment.yaml")
+    let mut deployment = example_in("manifests/examples/vllm-deployment.yaml", "llm")
         .into_iter()
         .find(|d| d["kind"] == "Deployment")
         .expect("the example's Deployment");
@@ -197,7 +197,7 @@ async fn a_foreign_slice_by_infscales_name_is_left_alone_and_forged_endpoints_ne
         .with_env_filter("infscale=info")
         .with_test_writer()
         .try_init();
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     // Someone's own `chat-infscale` in the model's namespace (not owned by the Service, not
     // infscale's), and in the activator's namespace a slice labelled as the controller's for the
     // activator's admin Service naming addresses no pod has, and 2,001 endpoints.
@@ -327,7 +327,7 @@ async fn two_scaled_objects_idle_on_one_service_without_leases_have_one_writer_a
         .with_env_filter("infscale=info")
         .with_test_writer()
         .try_init();
-    let mut docs = shipped("manifests/examples/vllm-deployment.yaml");
+    let mut docs = example_in("manifests/examples/vllm-deployment.yaml", "llm");
     docs.extend(yaml(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: chat-b, namespace: llm}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: chat, track: canary}}\n  template:\n    metadata: {labels: {app: chat, track: canary}}\n    spec:\n      containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.18.0\n          ports: [{name: http, containerPort: 8000}]\n",
     ));

@@ -418,3 +418,17 @@ impl Install {
 pub fn shipped(rel: &str) -> Vec<Value> {
     super::cluster::kustomize::load(Path::new(&root().join(rel)))
 }
+
+/// A shipped example as `kubectl apply -n NS -f` puts it: each document in namespace `ns`. The
+/// examples name none (the model's namespace is the user's); one that did would be refused.
+pub fn example_in(rel: &str, ns: &str) -> Vec<Value> {
+    let mut docs = shipped(rel);
+    for d in &mut docs {
+        assert!(
+            d["metadata"]["namespace"].is_null(),
+            "{rel}: an example names no namespace"
+        );
+        d["metadata"]["namespace"] = Value::from(ns);
+    }
+    docs
+}
