@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 
 mod doc_pages;
 
-use doc_pages::{pages, root};
+use doc_pages::{fences, pages, root};
 
 /// A fenced block of a page.
 struct Block {
@@ -37,37 +37,23 @@ fn blocks(page: &Path) -> Vec<Block> {
         .display()
         .to_string();
     let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let Some(info) = lines[i].strip_prefix("```") else {
-            i += 1;
-            continue;
-        };
-        let needs = lines[..i]
-            .iter()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .and_then(|l| l.trim().strip_prefix("<!-- cmd: "))
-            .and_then(|l| l.strip_suffix("-->"))
-            .map(|l| l.trim().to_owned());
-        let start = i;
-        i += 1;
-        let mut body = Vec::new();
-        while i < lines.len() && !lines[i].starts_with("```") {
-            body.push(lines[i].to_owned());
-            i += 1;
-        }
-        out.push(Block {
+    fences(&lines)
+        .into_iter()
+        .map(|f| Block {
             page: name.clone(),
-            line: start + 1,
-            info: info.trim().to_owned(),
-            needs,
-            lines: body,
-        });
-        i += 1;
-    }
-    out
+            line: f.fence + 1,
+            needs: f
+                .above
+                .strip_prefix("<!-- cmd: ")
+                .and_then(|l| l.strip_suffix("-->"))
+                .map(|l| l.trim().to_owned()),
+            lines: lines[f.start..f.end]
+                .iter()
+                .map(|l| l.to_string())
+                .collect(),
+            info: f.info,
+        })
+        .collect()
 }
 
 /// Lines joined across trailing backslashes, comments dropped.

@@ -16,54 +16,10 @@
 
 mod doc_pages;
 
-use doc_pages::{pages, root};
+use doc_pages::{fences, pages, root, Fence};
 
 const MARKER: &str = "<!-- shipped:";
 const KINDS: [&str; 2] = ["kind: ScaledObject", "kind: TriggerAuthentication"];
-
-/// A fenced block: where its body lines are, and what is above it.
-struct Block {
-    /// Index of the opening fence's line.
-    fence: usize,
-    /// Indices of the body's lines, `[start, end)`.
-    start: usize,
-    end: usize,
-    info: String,
-    /// The nearest non-blank line above the fence, trimmed.
-    above: String,
-}
-
-fn blocks(lines: &[&str]) -> Vec<Block> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let Some(info) = lines[i].strip_prefix("```") else {
-            i += 1;
-            continue;
-        };
-        let above = lines[..i]
-            .iter()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| l.trim().to_owned())
-            .unwrap_or_default();
-        let fence = i;
-        i += 1;
-        let start = i;
-        while i < lines.len() && !lines[i].starts_with("```") {
-            i += 1;
-        }
-        out.push(Block {
-            fence,
-            start,
-            end: i,
-            info: info.trim().to_owned(),
-            above,
-        });
-        i += 1;
-    }
-    out
-}
 
 /// The text a marker names: `PATH` or `PATH#KIND/NAME`, without its trailing newlines.
 fn shipped(reference: &str) -> Result<String, String> {
@@ -108,14 +64,14 @@ fn shipped(reference: &str) -> Result<String, String> {
 }
 
 /// Whether a block shows a manifest this test holds to a shipped file.
-fn shows_a_manifest(lines: &[&str], b: &Block) -> bool {
+fn shows_a_manifest(lines: &[&str], b: &Fence) -> bool {
     lines[b.start..b.end]
         .iter()
         .any(|l| KINDS.contains(&l.trim()))
 }
 
 /// Whether a block is a command's output that tests/doc_commands.rs runs and compares.
-fn tested_output(b: &Block) -> bool {
+fn tested_output(b: &Fence) -> bool {
     b.info == "console" && !b.above.starts_with("<!-- cmd: ")
 }
 
@@ -132,7 +88,7 @@ fn every_scaled_object_shown_is_the_shipped_one() {
             .to_string();
         let text = std::fs::read_to_string(&page).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let found = blocks(&lines);
+        let found = fences(&lines);
         // Markers that no block follows.
         for (i, l) in lines.iter().enumerate() {
             if l.trim().starts_with(MARKER) && !found.iter().any(|b| b.above == l.trim()) {
@@ -220,7 +176,7 @@ fn an_unmarked_copy_is_named_by_page_and_line_and_tune_output_is_exempt() {
     let page = "text\n\n```yaml\napiVersion: keda.sh/v1alpha1\nkind: ScaledObject\n```\n\
                 \n```console\n$ infscale tune --max-miss 0.5\nkind: ScaledObject\n```\n";
     let lines: Vec<&str> = page.lines().collect();
-    let found = blocks(&lines);
+    let found = fences(&lines);
     let flagged: Vec<usize> = found
         .iter()
         .filter(|b| shows_a_manifest(&lines, b) && !tested_output(b))

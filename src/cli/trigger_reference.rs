@@ -56,8 +56,12 @@ fn sentence(doc: &str) -> String {
     out
 }
 
-/// A default as code; a default with a remark after it (`0 (off)`) keeps the remark as text.
+/// A default as code; a default with a remark after it (`0 (off)`) keeps the remark as text; no
+/// default, nothing.
 fn code(default: &str) -> String {
+    if default.is_empty() {
+        return String::new();
+    }
     match default.split_once(' ') {
         Some((value, rest)) if value.parse::<f64>().is_ok() => format!("`{value}` {rest}"),
         _ => format!("`{default}`"),
@@ -70,11 +74,7 @@ fn kedas(k: &KedaKey) -> Entry<'_> {
         name: k.name,
         doc: k.doc,
         values: words(&choices),
-        default: if k.default.is_empty() {
-            String::new()
-        } else {
-            code(k.default)
-        },
+        default: code(k.default),
         required: k.required,
     }
 }
@@ -91,11 +91,7 @@ fn targets(k: &TargetKey) -> Entry<'_> {
         name: k.name,
         doc: k.doc,
         values,
-        default: if k.default.is_empty() {
-            String::new()
-        } else {
-            code(k.default)
-        },
+        default: code(k.default),
         required: false,
     }
 }
@@ -124,11 +120,7 @@ fn policys<'a>(name: &'a str, k: &'a Key) -> Entry<'a> {
         name,
         doc: k.doc,
         values,
-        default: if k.default.is_empty() {
-            String::new()
-        } else {
-            code(k.default)
-        },
+        default: code(k.default),
         required: k.default.is_empty(),
     }
 }
