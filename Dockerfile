@@ -11,6 +11,8 @@ COPY src src
 COPY crates crates
 COPY benches benches
 COPY fixtures fixtures
+# The chart's values: the binary's reference pages (docs/chart.md) are written from them.
+COPY charts/infscale/values.yaml charts/infscale/values.yaml
 RUN cargo build --release --locked --bin infscale \
     && mkdir /out \
     && cp target/release/infscale /out/infscale \
