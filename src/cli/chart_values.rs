@@ -4,6 +4,7 @@
 //! clap has them (the tables docs/cli.md is written from). `tests/chart.rs` checks that each
 //! mapped value's default is the flag's, or that the chart says why it is not.
 
+use super::reference::cell;
 use super::Cli;
 use clap::CommandFactory;
 use serde_yaml::Value;
@@ -209,13 +210,6 @@ fn shown(v: &Value) -> String {
             .unwrap_or_default(),
         other => format!("`{}`", plain(other)),
     }
-}
-
-fn cell(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
 }
 
 /// docs/chart.md's `chart-values` region: one row per documented value.

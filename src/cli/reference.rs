@@ -78,7 +78,7 @@ pub fn splice(text: &str, name: &str, body: &str) -> Result<String, String> {
 }
 
 /// A table cell: pipes escaped, lines joined.
-fn cell(text: &str) -> String {
+pub(super) fn cell(text: &str) -> String {
     text.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
