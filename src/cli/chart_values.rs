@@ -4,7 +4,7 @@
 //! clap has them (the tables docs/cli.md is written from). `tests/chart.rs` checks that each
 //! mapped value's default is the flag's, or that the chart says why it is not.
 
-use super::reference::cell;
+use super::markdown::cell;
 use super::Cli;
 use clap::CommandFactory;
 use serde_yaml::Value;

@@ -12,6 +12,7 @@ mod emulate;
 mod gpu;
 mod kube;
 mod load;
+mod markdown;
 mod parse;
 mod policy_args;
 mod read;

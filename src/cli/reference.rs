@@ -8,6 +8,7 @@
 //! `<!-- end generated:NAME -->`; `tests/reference_pages.rs` fails when a region differs from
 //! what the code renders, and rewrites it with `INFSCALE_BLESS=1`.
 
+use super::markdown::cell;
 use super::{trigger_reference, Cli};
 use crate::activator::hold::RouteState;
 use crate::activator::routes::RouteSpec;
@@ -75,14 +76,6 @@ pub fn splice(text: &str, name: &str, body: &str) -> Result<String, String> {
         .ok_or_else(|| format!("no {close:?} marker"))?
         + start;
     Ok(format!("{}{body}{}", &text[..start], &text[end..]))
-}
-
-/// A table cell: pipes escaped, lines joined.
-pub(super) fn cell(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
 }
 
 /// Every subcommand of `infscale` with its arguments, as `--help` shows them.
