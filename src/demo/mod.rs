@@ -407,6 +407,7 @@ fn report(
         cost_writes: 0,
         timeline: record.timeline.clone(),
         series: record.series.clone(),
+        learned: Default::default(),
     };
     let settings = Settings {
         slo_ttft_s: cfg.slo_ttft_s,

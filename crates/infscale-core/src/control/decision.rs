@@ -41,7 +41,8 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     let mut demand = measure(policy, obs);
     let flow = floors::flow(obs);
     // Work does not fall when replicas are added: its demand now is the need.
-    let work_now = sustain_work(policy, obs, flow.as_ref(), state, &mut demand);
+    let (work_now, work_arriving) =
+        sustain_work(policy, obs, flow.as_ref(), state, &mut demand).unzip();
     let mut lines = demand.lines.clone();
     let mut rate_need = work_now.map(|w| replicas::ceil_replicas(w / policy.target));
     let value = demand.value.map(|measured| {
@@ -90,6 +91,10 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     });
     let value = value.map(|v| saturated_floor(policy, obs, v, &mut lines));
     let value = value.map(|v| hold_floor(policy, state, rate_need, obs.now, v, &mut lines));
+    // What arrives now, in replicas of work: `reserve=auto`'s measure (a count of requests in
+    // flight, or a queue's drain, grows with the backlog, not with the arrivals).
+    let need_now = work_arriving.map(|w| w / policy.target);
+    let value = value.map(|v| reserve_floor(policy, state, need_now, obs, v, &mut lines));
     let (activity, cause) = activity::judge(&Facts {
         in_flight: demand.in_flight,
         activation: policy.activation,
@@ -130,14 +135,15 @@ fn evaluate_others(
 /// `work`: the demand now, on a line fitted through the readings of the trend window, with
 /// what arrived unadmitted and the queue, projected over the lookahead ([`work`]); in place of
 /// one scrape's work done, and of the lookahead's own projection.
-/// Returns the demand now, without the lookahead.
+/// Returns the demand now, without the lookahead, and its part that is arriving (without the
+/// queue's drain).
 fn sustain_work(
     policy: &Policy,
     obs: &Observation<'_>,
     flow: Option<&floors::Flow>,
     state: &mut ScalerState,
     demand: &mut Demand,
-) -> Option<f64> {
+) -> Option<(f64, f64)> {
     let (Metric::Work, Some(done), false, Some(at)) = (
         policy.metric,
         demand.value,
@@ -170,7 +176,7 @@ fn sustain_work(
         value,
     });
     demand.value = Some(value);
-    Some(f.value(0.0))
+    Some((f.value(0.0), f.now.max(0.0)))
 }
 
 /// `work` reads what the replicas do, which a saturated replica caps at what it can: while
@@ -220,6 +226,42 @@ fn hold_floor(
         count: held.count,
         hold_s: held.hold_s,
         learned_gap_s: held.learned_gap_s,
+        floor,
+        target: policy.target,
+    });
+    floor
+}
+
+/// `reserve=auto`: notes the need now against what the policy alone would have had Ready, and
+/// keeps the level the bursts that outran it reached ([`crate::control::reserve`]). Evaluations
+/// between scrapes add nothing: the need is the scrape's.
+fn reserve_floor(
+    policy: &Policy,
+    state: &mut ScalerState,
+    need: Option<f64>,
+    obs: &Observation<'_>,
+    v: f64,
+    lines: &mut Steps,
+) -> f64 {
+    let (true, Some(need), Some(at)) = (policy.reserve, need, obs.scraped_at) else {
+        return v;
+    };
+    let newer = state.reserve.orders.last().is_none_or(|o| o.at < at);
+    if newer {
+        let ordered = v / policy.target;
+        state
+            .reserve
+            .note(at, need, ordered, policy.start_s(), policy.down_window_s());
+    }
+    let level = state.reserve.level(obs.now);
+    let floor = f64::from(level.replicas.min(policy.max)) * policy.target;
+    if floor <= v {
+        return v;
+    }
+    lines.push(Step::Reserve {
+        need,
+        level: level.replicas,
+        since: level.since,
         floor,
         target: policy.target,
     });

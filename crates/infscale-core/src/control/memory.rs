@@ -7,6 +7,7 @@ use crate::control::activity::HeldMemory;
 use crate::control::hold::Hold;
 use crate::control::hpa;
 use crate::control::reasons::NoValue;
+use crate::control::reserve::Reserve;
 use crate::observe::metrics::rates::Snapshot;
 use crate::project::capacity::Capacity;
 use crate::project::forecast::Daily;
@@ -51,9 +52,31 @@ pub struct ScalerState {
     /// The idle gaps the traffic came back from (count 1: anything in flight), for `hold=auto`.
     #[serde(default)]
     pub idle: Hold,
+    /// The bursts that outran the policy, for `reserve=auto`.
+    #[serde(default)]
+    pub reserve: Reserve,
     /// The memory and last value of each further metric (`policy.also`), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others: Vec<OtherMetric>,
+}
+
+impl ScalerState {
+    /// What outlasts a day, for the day after (its times `seconds` earlier): the bursts
+    /// `reserve=auto` learned, its own and each further metric's; the rest is this day's.
+    pub fn carried(&self, seconds: f64) -> ScalerState {
+        ScalerState {
+            reserve: self.reserve.earlier_by(seconds),
+            others: self
+                .others
+                .iter()
+                .map(|o| OtherMetric {
+                    state: o.state.carried(seconds),
+                    ..OtherMetric::default()
+                })
+                .collect(),
+            ..ScalerState::default()
+        }
+    }
 }
 
 /// What one further metric remembers: its own decision memory, and its last value.

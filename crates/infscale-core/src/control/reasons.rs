@@ -248,6 +248,14 @@ pub enum Step {
         floor: f64,
         target: f64,
     },
+    /// `reserve=auto`'s floor: the level learned bursts reached, over the replicas needed now.
+    Reserve {
+        need: f64,
+        level: u32,
+        since: f64,
+        floor: f64,
+        target: f64,
+    },
     /// The `IsActive` answer and its rule.
     Activity(ActivityCause),
     /// A further metric's value, or why it has none.

@@ -186,6 +186,12 @@ pub struct Policy {
     /// Hold each replica count through the gaps the traffic came back from ([`crate::control::hold`]).
     #[serde(default)]
     pub hold: bool,
+    /// Keep standing the level bursts reached faster than a start ([`crate::control::reserve`]).
+    #[serde(default)]
+    pub reserve: bool,
+    /// The start learned from the pods, seconds, when one is (set by [`Policy::with_horizon`]).
+    #[serde(skip)]
+    pub learned_start_s: Option<f64>,
     /// Prompt tokens one replica prefills per second, for the `work` metric.
     #[serde(default = "default_prefill_rate")]
     pub prefill_rate: f64,
@@ -273,6 +279,8 @@ impl Policy {
             guard: false,
             credit: false,
             hold: false,
+            reserve: false,
+            learned_start_s: None,
             prefill_rate: DEFAULT_PREFILL_RATE,
             decode_rate: DEFAULT_DECODE_RATE,
             deletion_cost: false,
@@ -427,13 +435,31 @@ impl Policy {
     /// The policy with the horizon `auto` stands for: the learned cold start, if any.
     pub fn with_horizon(&self, learned: Option<f64>) -> std::borrow::Cow<'_, Policy> {
         match learned {
-            Some(h) if self.lookahead_auto && h.is_finite() && h >= 0.0 => {
+            Some(h) if (self.lookahead_auto || self.reserve) && h.is_finite() && h >= 0.0 => {
                 let mut p = self.clone();
-                p.lookahead_s = h;
+                if self.lookahead_auto {
+                    p.lookahead_s = h;
+                }
+                p.learned_start_s = Some(h);
                 std::borrow::Cow::Owned(p)
             }
             _ => std::borrow::Cow::Borrowed(self),
         }
+    }
+
+    /// The start a replica takes from its order to Ready: the learned one, or the prior.
+    pub fn start_s(&self) -> f64 {
+        self.learned_start_s
+            .unwrap_or(crate::control::reserve::PRIOR_START_S)
+    }
+
+    /// The scale-down stabilisation window, seconds (the controller's default without one).
+    pub fn down_window_s(&self) -> f64 {
+        self.behavior
+            .as_ref()
+            .and_then(|b| b.scale_down.window_s)
+            .unwrap_or(self.controller.downscale_window_s)
+            .into()
     }
 
     /// The HPA's minimum: KEDA never lets its HPA go below 1; 0 <-> 1 is KEDA's own step.

@@ -218,6 +218,7 @@ mod tests {
             cost_writes: 0,
             timeline: Vec::new(),
             series: Vec::new(),
+            learned: Default::default(),
         };
         let s = summarize("p", &run, 2.0);
         assert_eq!((s.slo_miss, s.late, s.cut), (5, 4, 2));
@@ -243,6 +244,7 @@ mod tests {
             cost_writes: 0,
             timeline: Vec::new(),
             series: Vec::new(),
+            learned: Default::default(),
         };
         let s = summarize("p", &run, 2.0);
         assert_eq!(s.goodput_per_gpu_hour, 4.0);

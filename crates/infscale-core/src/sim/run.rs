@@ -103,6 +103,8 @@ pub struct Run {
     pub cost_writes: u32,
     pub timeline: Vec<TimelineEntry>,
     pub series: Vec<SeriesPoint>,
+    /// The decision's memory at the run's end.
+    pub learned: ScalerState,
 }
 
 /// One scrape of the ready replicas: those read, those that could not be, and when.
@@ -166,6 +168,39 @@ fn every(period_s: f64, dt: f64) -> u64 {
 
 /// Runs `policy` over `trace`.
 pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -> Run {
+    run_learned(trace, hw, policy, settings, ScalerState::default())
+}
+
+/// Runs `policy` over `trace` the day after `yesterday`: a policy that learns across days
+/// (`reserve=auto`) first runs yesterday, and starts the day with what it learned then, its
+/// times a day earlier; any other policy just runs the day.
+pub fn run_after(
+    yesterday: &Trace,
+    trace: &Trace,
+    hw: &Hardware,
+    policy: &Policy,
+    settings: &Settings,
+) -> Run {
+    if !policy.reserve {
+        return run(trace, hw, policy, settings);
+    }
+    let quiet = Settings {
+        record_timeline: false,
+        series_every_s: 0.0,
+        ..settings.clone()
+    };
+    let before = run(yesterday, hw, policy, &quiet);
+    let learned = before.learned.carried(yesterday.duration);
+    run_learned(trace, hw, policy, settings, learned)
+}
+
+fn run_learned(
+    trace: &Trace,
+    hw: &Hardware,
+    policy: &Policy,
+    settings: &Settings,
+    learned: ScalerState,
+) -> Run {
     let requests = &trace.requests;
     let dt = settings.dt;
     let cold_start = hw.gpu.cold_start_s();
@@ -180,7 +215,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     let mut fate = |i: u32, f| outcomes[i as usize].record(f);
     let mut state = ScalerState {
         last_active: Some(0.0),
-        ..ScalerState::default()
+        ..learned
     };
     let cpu_request_cores = hw.gpu.cpu_request_cores;
     let mut faults = Faults {
@@ -224,7 +259,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         }
         cluster.step(t, dt, requests, &mut fate);
         let now = t + dt;
-        if policy.lookahead_auto {
+        if policy.lookahead_auto || policy.reserve {
             // The starts of the replicas that became Ready, and a wake from zero timed from
             // the first held request, as `serve` takes them.
             let mut taken = false;
@@ -347,6 +382,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
         peak: cluster.peak,
         timeline,
         series,
+        learned: state,
     }
 }
 

@@ -220,7 +220,9 @@ pub fn judge(
         .with_max_len(1)
         .map(|&(t, p)| {
             let (day, settings) = (&days[t], &settings[t]);
-            let r = run::run(&day.trace, &day.hw, &policies[p], settings);
+            // The day before is the list's previous day (the last, for the first).
+            let yesterday = &days[(t + days.len() - 1) % days.len()].trace;
+            let r = run::run_after(yesterday, &day.trace, &day.hw, &policies[p], settings);
             tick();
             (t, p, report::summarize(&specs[p], &r, settings.slo_ttft_s))
         })

@@ -364,6 +364,21 @@ fn floor(f: &mut Formatter<'_>, step: &Step) -> Result {
             }
             write!(f, "): {} = {count} x {}", fmt(floor), fmt(target))
         }
+        Step::Reserve {
+            need,
+            level,
+            since,
+            floor,
+            target,
+        } => write!(
+            f,
+            "reserve: {} replica(s) needed now; the traffic has burst to {level} faster than \
+             a start could follow (last at {} s), so {level} stand ready: {} = {level} x {}",
+            fmt(need),
+            fmt(since),
+            fmt(floor),
+            fmt(target)
+        ),
         _ => Ok(()),
     }
 }
@@ -570,7 +585,8 @@ impl Display for Step {
             | Step::Slo { .. }
             | Step::Guard { .. }
             | Step::Saturated { .. }
-            | Step::Hold { .. } => floor(f, self),
+            | Step::Hold { .. }
+            | Step::Reserve { .. } => floor(f, self),
             Step::Activity(cause) => cause.fmt(f),
             Step::Also { .. }
             | Step::Proposal { .. }

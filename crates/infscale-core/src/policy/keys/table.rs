@@ -246,6 +246,17 @@ pub const KEYS: &[Key] = &[
         render: |p| p.hold.then(|| "auto".to_owned()),
     },
     Key {
+        name: "reserve",
+        home: Home::Trigger("reserve"),
+        flag: "reserve",
+        unit: "HOW",
+        kind: Kind::Word(&["off", "auto"]),
+        default: "off",
+        doc: "auto: keep standing the highest replica count the traffic has needed faster than a start could follow (a need above what the policy alone would have had Ready, ordered a start earlier), for a day; smooth traffic keeps none, bursts after idle gaps keep their level as a fixed fleet would",
+        parse: |k, p, v| word(k, v).map(|i| p.reserve = i == 1),
+        render: |p| p.reserve.then(|| "auto".to_owned()),
+    },
+    Key {
         name: "credit",
         home: Home::Trigger("creditStarting"),
         flag: "credit",

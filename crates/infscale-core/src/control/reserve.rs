@@ -1,0 +1,219 @@
+//! A standing reserve learned from the bursts this target's traffic has sprung on it
+//! (`reserve=auto`): a fixed fleet where the traffic is bursty, nothing where it is smooth.
+//!
+//! A replica ordered for a burst is Ready a start later; a burst shorter than that is over
+//! before it arrives, and what serves it is capacity already there. Which traffic is like that
+//! cannot be told from one reading (a burst after an idle gap looks like a quiet morning while
+//! the gap lasts), but it can be told from the target's own past: at every evaluation the rule
+//! compares the replicas needed now with the replicas the policy itself (without the reserve)
+//! would have had Ready now, having ordered them a start ago and kept them through its
+//! scale-down window. A need above that is a *surprise*: demand that arrived faster than the
+//! policy could follow. The reserve is the highest need a surprise reached within the memory,
+//! held as a floor under the policy's own value: smooth traffic, which the lookahead follows,
+//! springs none and keeps no reserve; on-off bursts after idle minutes keep the level the bursts
+//! reach, as a fixed fleet chosen for them would, and above it the policy still reacts.
+//!
+//! The state is bounded (the orders of the last start plus scale-down window, and one time per
+//! replica count) and serialises with the rest of the decision's memory, so it survives a
+//! restart of `decide` and travels in `serve`'s state.
+
+use serde::{Deserialize, Serialize};
+
+/// A surprise is a need this many replicas above what would have been Ready: rounding and the
+/// noise of one reading are not bursts.
+pub const MIN_SURPRISE: f64 = 0.5;
+
+/// How long a surprise keeps its level in the reserve, seconds: a day, so a burst pattern seen
+/// yesterday at this hour is still covered today, and a one-off burst is forgotten tomorrow.
+pub const MEMORY_S: f64 = 86_400.0;
+
+/// The start a reserve is measured over before one is learned, seconds (the default replica
+/// model's cold start, rounded).
+pub const PRIOR_START_S: f64 = 90.0;
+
+/// Reserve levels remembered at most (a level is a replica count).
+const MAX_LEVEL: usize = 1024;
+
+/// Orders remembered at most (one per evaluation over a start plus a scale-down window).
+const MAX_ORDERS: usize = 4096;
+
+/// One evaluation's order: what the policy asked for without the reserve, in replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    pub at: f64,
+    pub replicas: f64,
+}
+
+/// What the rule remembers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reserve {
+    /// Recent orders, oldest first.
+    #[serde(default)]
+    pub orders: Vec<Order>,
+    /// For each level `k` (index `k - 1`), when a surprise last reached it.
+    #[serde(default)]
+    pub surprised: Vec<f64>,
+}
+
+/// A surprise seen at one evaluation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Surprise {
+    /// Replicas needed now.
+    pub need: f64,
+    /// Replicas the policy alone would have had Ready now.
+    pub ready: f64,
+}
+
+/// The reserve at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// Replicas held standing (0: none learned).
+    pub replicas: u32,
+    /// When the surprise that set it was seen.
+    pub since: f64,
+}
+
+impl Reserve {
+    /// Notes one evaluation: `need` replicas needed now, the policy's own order `ordered`
+    /// (replicas, before the reserve), over a start of `start_s` and a scale-down window of
+    /// `down_window_s`. Returns the surprise, when the need passed what the policy alone would
+    /// have had Ready.
+    pub fn note(
+        &mut self,
+        now: f64,
+        need: f64,
+        ordered: f64,
+        start_s: f64,
+        down_window_s: f64,
+    ) -> Option<Surprise> {
+        if !(now.is_finite() && need.is_finite() && ordered.is_finite()) {
+            return None;
+        }
+        let keep_s = start_s.max(0.0) + down_window_s.max(0.0);
+        let surprise = self
+            .ready_at(now, start_s, down_window_s)
+            .and_then(|ready| (need - ready >= MIN_SURPRISE).then_some(Surprise { need, ready }));
+        if let Some(s) = surprise {
+            let level = (s.need.ceil().max(1.0) as usize).min(MAX_LEVEL);
+            if self.surprised.len() < level {
+                self.surprised.resize(level, f64::NEG_INFINITY);
+            }
+            for t in self.surprised.iter_mut().take(level) {
+                *t = now;
+            }
+        }
+        self.orders.retain(|o| o.at <= now && now - o.at <= keep_s);
+        self.orders.push(Order {
+            at: now,
+            replicas: ordered.max(0.0),
+        });
+        if self.orders.len() > MAX_ORDERS {
+            let excess = self.orders.len() - MAX_ORDERS;
+            self.orders.drain(..excess);
+        }
+        surprise
+    }
+
+    /// The replicas the policy alone would have had Ready at `now`: those it still wants (its
+    /// count, the most it ordered over the scale-down window) that it had wanted a start ago.
+    /// `None` until the orders reach back a start.
+    fn ready_at(&self, now: f64, start_s: f64, down_window_s: f64) -> Option<f64> {
+        let oldest = self.orders.first()?;
+        if now - oldest.at < start_s {
+            return None;
+        }
+        let count_at = |t: f64| {
+            self.orders
+                .iter()
+                .filter(|o| o.at <= t && t - o.at <= down_window_s)
+                .map(|o| o.replicas)
+                .reduce(f64::max)
+        };
+        let then = count_at(now - start_s)?;
+        let current = count_at(now).unwrap_or(then);
+        Some(then.min(current))
+    }
+
+    /// What outlasts a day, its times `seconds` earlier (the day before a run): the surprises,
+    /// not the orders.
+    pub fn earlier_by(&self, seconds: f64) -> Reserve {
+        Reserve {
+            orders: Vec::new(),
+            surprised: self.surprised.iter().map(|t| t - seconds).collect(),
+        }
+    }
+
+    /// The reserve at `now`: the highest level a surprise reached within [`MEMORY_S`].
+    pub fn level(&self, now: f64) -> Level {
+        for (i, &at) in self.surprised.iter().enumerate().rev() {
+            if now - at <= MEMORY_S {
+                return Level {
+                    replicas: i as u32 + 1,
+                    since: at,
+                };
+            }
+        }
+        Level {
+            replicas: 0,
+            since: f64::NAN,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `need` every 5 s from `from` to `to`, the policy ordering `order(need)`.
+    fn feed(r: &mut Reserve, from: f64, to: f64, need: impl Fn(f64) -> f64, order: f64) {
+        let mut t = from;
+        while t < to {
+            r.note(t, need(t), order.max(need(t)), 90.0, 60.0);
+            t += 5.0;
+        }
+    }
+
+    #[test]
+    fn smooth_traffic_the_policy_follows_keeps_no_reserve() {
+        let mut r = Reserve::default();
+        // A ramp from 1 to 4 replicas over 20 minutes, ordered a start ahead.
+        let mut t = 0.0;
+        while t < 1200.0 {
+            let need = 1.0 + 3.0 * t / 1200.0;
+            let ahead = 1.0 + 3.0 * f64::min(t + 90.0, 1200.0) / 1200.0;
+            r.note(t, need, ahead, 90.0, 60.0);
+            t += 5.0;
+        }
+        assert_eq!(r.level(t).replicas, 0);
+    }
+
+    #[test]
+    fn a_burst_after_a_gap_keeps_its_level() {
+        let mut r = Reserve::default();
+        feed(&mut r, 0.0, 600.0, |_| 0.2, 1.0);
+        // A burst needing 3 replicas for 60 s: the policy could not have had them Ready.
+        let burst = |t: f64| {
+            if (600.0..660.0).contains(&t) {
+                3.0
+            } else {
+                0.2
+            }
+        };
+        feed(&mut r, 600.0, 900.0, burst, 1.0);
+        let level = r.level(900.0);
+        assert_eq!(level.replicas, 3);
+        assert!((600.0..660.0).contains(&level.since), "{level:?}");
+        // A day later it is forgotten.
+        assert_eq!(r.level(level.since + MEMORY_S + 1.0).replicas, 0);
+    }
+
+    #[test]
+    fn nothing_is_judged_before_the_orders_reach_back_a_start() {
+        let mut r = Reserve::default();
+        assert_eq!(r.note(0.0, 5.0, 1.0, 90.0, 60.0), None);
+        assert_eq!(r.note(45.0, 5.0, 1.0, 90.0, 60.0), None);
+        assert!(r.note(95.0, 5.0, 1.0, 90.0, 60.0).is_some());
+        assert!(r.orders.len() <= MAX_ORDERS);
+        assert_eq!(r.note(f64::NAN, 5.0, 1.0, 90.0, 60.0), None);
+    }
+}
