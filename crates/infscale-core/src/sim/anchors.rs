@@ -297,7 +297,7 @@ pub fn describe(b: &Option<Best>, fleet: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::report::Summary as RunSummary;
+    use crate::sim::seeds::tests::summary as run;
 
     fn point(policy: &str, mean: f64, max: f64, minutes: f64) -> Point {
         Point {
@@ -306,26 +306,6 @@ mod tests {
             excess_max: max,
             replica_minutes: minutes,
             bound_ratio: minutes / 10.0,
-        }
-    }
-
-    fn run(miss_pct: f64, minutes: f64) -> RunSummary {
-        RunSummary {
-            policy: String::new(),
-            requests: 100,
-            slo_miss: miss_pct as usize,
-            slo_miss_pct: miss_pct,
-            late: miss_pct as usize,
-            rejected: 0,
-            cut: 0,
-            ttft_p50_s: 1.0,
-            ttft_p95_s: 1.0,
-            ttft_p99_s: 1.0,
-            replica_minutes: minutes,
-            peak_replicas: 3,
-            scale_events: 0,
-            cost_writes: 0.0,
-            goodput_per_gpu_hour: 0.0,
         }
     }
 
