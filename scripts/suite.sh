@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The benchmark of days no single generator owns: every policy `simulate` prints by default, on
-# every family of `simulate --suite`, each family on its own days, then each policy's worst family.
+# every family of `simulate --suite`, each family on its own days beside its anchors (its best
+# fixed fleet and the best point of a bounded search on that family alone), then each policy's
+# worst family.
 #
-#   scripts/suite.sh [TRACES_DIR] [DAYS_PER_FAMILY]
+#   scripts/suite.sh [TRACES_DIR] [DAYS_PER_FAMILY]   (default: ./traces, 40 days)
 #
 # TRACES_DIR holds the public production traces the suite replays as families of their own, each
 # played as the seed's story with a warm start (any that are missing are left out, with a note):
@@ -11,11 +13,12 @@
 #   conversation_trace.jsonl
 #       github.com/kvcache-ai/Mooncake, FAST25-release/traces/ (played at a quarter of its rate:
 #       its prompts average 12,000 tokens)
-# Extra arguments after these two go to `infscale simulate` (e.g. policies, --json).
+# Extra arguments after these two go to `infscale simulate` (e.g. policies, --json, --families;
+# --anchors FILE reads the anchors a `--json` run saved instead of searching again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-traces}
-days=${2:-20}
+days=${2:-40}
 shift $(( $# < 2 ? $# : 2 ))
 cargo build --release -q
 traces=()

@@ -164,6 +164,8 @@ fn the_suite_judges_each_family_on_its_own_days() {
         "--suite-trace",
         &csv,
         "queue:24,lookahead=90",
+        "--search-points",
+        "none",
         "--json",
     ]);
     let families = v["families"].as_array().unwrap();
@@ -187,5 +189,97 @@ fn the_suite_judges_each_family_on_its_own_days() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"sunny\"") && err.contains("on-off"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_suite_judges_each_policy_against_its_familys_anchors_searched_or_saved() {
+    let dir = scratch("anchors");
+    let suite = [
+        "simulate",
+        "--suite",
+        "--seeds",
+        "1",
+        "--families",
+        "default",
+        "--max",
+        "4",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        suite.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let args = with(&[
+        "--search-points",
+        "2",
+        "queue:24",
+        "queue:192,min=4,max=4",
+        "--json",
+    ]);
+    let v = infscale(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let f = &v["families"][0];
+    // The fixed fleets 1..4 and 2 of the search's other points. The best fleet is one of them
+    // and misses nothing on the built-in day, so it dominates a fleet of 4, at more cost.
+    assert_eq!(v["anchors"]["points"], 6);
+    let fixed = &f["best_fixed"];
+    assert!(fixed["policy"]
+        .as_str()
+        .unwrap()
+        .starts_with("queue:192,min="));
+    assert_eq!(fixed["meets_bar"], true);
+    let best = f["best_search"]["replica_minutes"].as_f64().unwrap();
+    assert!(best <= fixed["replica_minutes"].as_f64().unwrap());
+    for p in f["policies"].as_array().unwrap() {
+        let x = p["x_best_search"].as_f64().unwrap();
+        assert!(
+            (x - p["replica_minutes"].as_f64().unwrap() / best).abs() < 1e-9,
+            "{p}"
+        );
+    }
+    assert_eq!(f["policies"][1]["dominated_by_fixed"], true);
+    assert_eq!(v["summary"][1]["dominated_in"][0], "default");
+    assert_eq!(v["summary"][1]["policy"], "queue:192,min=4,max=4");
+    // The same anchors read back from the saved JSON, and from `tune --suite --per-family`.
+    let saved = dir.join("suite.json");
+    std::fs::write(&saved, v.to_string()).unwrap();
+    let saved_s = saved.to_string_lossy().into_owned();
+    let args = with(&["--anchors", &saved_s, "queue:24", "--json"]);
+    let again = infscale(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(again["anchors"], v["anchors"]);
+    let tuned = infscale(&[
+        "tune",
+        "--suite",
+        "--per-family",
+        "--replicates",
+        "1",
+        "--families",
+        "default",
+        "--max",
+        "4",
+        "--points",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(tuned, v["anchors"]);
+    // Anchors of other days are refused, naming the family.
+    let out = Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args([
+            "simulate",
+            "--suite",
+            "--seeds",
+            "2",
+            "--families",
+            "default",
+            "--max",
+            "4",
+        ])
+        .args(["--anchors", &saved_s, "queue:24"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"default\" was searched on other days"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

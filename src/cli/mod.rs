@@ -4,6 +4,7 @@
 //! and exit with status 2.
 
 mod activator;
+mod anchors;
 pub mod chart_values;
 mod checks;
 mod decide;

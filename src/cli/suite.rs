@@ -1,12 +1,11 @@
 //! `simulate --suite`: every policy on the benchmark's families of days (crates/infscale-core/src/sim/suite.rs),
-//! a table per family, then each policy's worst family.
+//! a table per family beside its anchors (src/cli/anchors.rs), then each policy's worst family.
 
-use super::seeds::progress;
-use super::simulate::{Args, SimArgs, BOUND_CAP};
+use super::anchors;
+use super::simulate::{Args, SimArgs};
 use crate::edge::files::read_text;
 use crate::limits;
-use crate::sim::seeds::{self, Judgement};
-use crate::sim::suite::{self, Family, Plan, Recorded};
+use crate::sim::suite::{self, Plan, Recorded};
 use crate::sim::trace::formats::{self, Format};
 use crate::sim::trace::replay;
 use anyhow::{bail, Context};
@@ -14,7 +13,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// Days per family when `--seeds` is not given.
-pub const DEFAULT_DAYS: u64 = 20;
+pub const DEFAULT_DAYS: u64 = 40;
 
 /// Reads `FILE[@X]` as a recorded trace named by the file's stem, at X times its rate.
 pub fn recorded(spec: &str) -> anyhow::Result<Recorded> {
@@ -97,28 +96,27 @@ pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
         args.families.as_deref(),
     )?;
     let families = suite::families(&plan)?;
-    let policies = args.sim.policies(specs)?;
-    let days: usize = families.iter().map(|f| f.days.len()).sum();
-    let bar = progress(
-        (days * (policies.len() + 1)) as u64,
-        "runs and bounds",
-        args.json,
-    )?;
-    let judged: Vec<(Family, Judgement)> = families
-        .into_iter()
-        .map(|f| {
-            let j = seeds::judge(specs, &policies, &f.days, BOUND_CAP, &|| bar.inc(1));
-            (f, j)
-        })
-        .collect();
-    bar.finish_and_clear();
+    let search = match (&args.anchors, args.search_points.trim()) {
+        (Some(_), _) | (None, "none") => None,
+        (None, n) => Some(n.parse::<usize>().map_err(|_| {
+            anyhow::anyhow!("--search-points {n:?}: expected a number of points or none")
+        })?),
+    };
+    let (judged, searched) =
+        anchors::judge(families, specs, &args.sim, search, plan.seeds, args.json)?;
+    let anchors = match &args.anchors {
+        Some(path) => Some(anchors::read(path, &judged)?),
+        None => searched,
+    };
     if args.json {
         let json = serde_json::json!({
             "mode": args.sim.mode,
             "slo_ttft_s": plan.settings.slo_ttft_s,
             "drain_s": plan.settings.drain_s,
             "days_per_family": plan.seeds,
-            "families": suite::to_json(&judged),
+            "families": suite::to_json(&judged, anchors.as_ref()),
+            "summary": anchors.as_ref().map(|a| suite::summaries(&judged, a)),
+            "anchors": anchors,
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(ExitCode::SUCCESS);
@@ -131,11 +129,28 @@ pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
         plan.settings.slo_ttft_s,
         plan.settings.drain_s
     );
+    if let Some(a) = &anchors {
+        println!(
+            "anchors per family, each the cheapest with at most {}% misses on average and {}% on the worst of {} days (in excess of the bound's own): the best fixed fleet (min=max=N, N 1..{}) and the best of the search's {} points (the fleets and the recommendation's neighbourhood){}",
+            a.bar.mean_pct,
+            a.bar.day_pct,
+            plan.seeds,
+            args.sim.max,
+            a.points,
+            args.anchors
+                .as_ref()
+                .map_or(String::new(), |p| format!(", read from {}", p.display()))
+        );
+        println!(
+            "x best search: a policy's cost over the best search point's; fleet dominates: the best fixed fleet misses no more on average and on the worst day, at no more cost"
+        );
+    }
     for (f, j) in &judged {
         println!();
-        print!("{}", suite::family_table(f, j));
+        let a = anchors.as_ref().and_then(|a| a.of(&f.name));
+        print!("{}", suite::family_table(f, j, a));
     }
     println!("\nworst family per policy:");
-    print!("{}", suite::worst_table(&judged));
+    print!("{}", suite::worst_table(&judged, anchors.as_ref()));
     Ok(ExitCode::SUCCESS)
 }

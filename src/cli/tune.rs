@@ -134,6 +134,9 @@ pub struct Args {
     /// KEDA cooldowns to try, seconds; `none` keeps one replica (min 1).
     #[arg(long, default_value = "none,60,120")]
     pub cooldowns: String,
+    /// The floors `none` among the cooldowns keeps, replicas (1: no min key).
+    #[arg(long, default_value = "1")]
+    pub mins: String,
     /// Policy keys added to every point, e.g. trend=60,upwindow=30,tolerance=0.05 (the same keys
     /// as a policy string; they come after the grid's own, so they override them).
     #[arg(long, value_name = "KEYS", default_value = "")]
@@ -214,6 +217,13 @@ pub struct Args {
     /// percent.
     #[arg(long, value_name = "PERCENT", requires = "suite")]
     pub max_day_miss: Option<f64>,
+    /// With --suite: per family, its best fixed fleet and the best point of the search's own
+    /// bounded grid on that family alone, each the cheapest missing at most 0.5% on average and
+    /// 2% on the worst day (the anchors `simulate --suite` reads with --anchors, from --json).
+    /// The grid is the fixed fleets 1..--max and the recommendation's neighbourhood (88 points
+    /// at --max 8; --points samples its 80 reactive points); the other grid flags do not apply.
+    #[arg(long, requires = "suite")]
+    pub per_family: bool,
     /// Print every point, not only the frontier.
     #[arg(long)]
     pub all: bool,
@@ -298,6 +308,7 @@ impl Args {
             down_windows: list("--down-windows", &self.down_windows)?,
             down_policies,
             cooldowns,
+            mins: list("--mins", &self.mins)?,
             max: self.sim.max,
             with: self.with.trim().trim_matches(',').to_owned(),
             also: self

@@ -152,6 +152,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         &args.suite_traces,
         args.families.as_deref(),
     )?;
+    if args.per_family {
+        return super::anchors::per_family(&plan, &args.sim, args.points, args.json);
+    }
     let settings = plan.settings.clone();
     let hw = Hardware::new(plan.gpu.clone());
     let specs = tune::sample(args.grid()?.policies(), args.points);

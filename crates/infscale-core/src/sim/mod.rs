@@ -6,8 +6,10 @@
 //! and replica-minutes; [`bound`] is the clairvoyant lower bound; [`capacity`] measures what one
 //! replica carries; [`plot`] draws the runs;
 //! [`seeds`] judges policies on many traces of a scenario; [`suite`] on families of days no
-//! single generator owns; [`tune`] searches policies.
+//! single generator owns, beside each family's [`anchors`] (its best fixed fleet and the best
+//! policy of a bounded search); [`tune`] searches policies.
 
+pub mod anchors;
 pub mod bound;
 pub mod capacity;
 pub mod cluster;

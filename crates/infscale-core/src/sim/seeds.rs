@@ -289,11 +289,12 @@ pub fn table(judged: &[Judged]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sim::trace::Scenario;
 
-    fn summary(miss_pct: f64, minutes: f64) -> Summary {
+    /// One run's summary with `miss_pct` misses of 100 requests at `minutes` replica-minutes.
+    pub(crate) fn summary(miss_pct: f64, minutes: f64) -> Summary {
         Summary {
             policy: "p".to_owned(),
             requests: 100,

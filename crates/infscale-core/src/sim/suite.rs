@@ -9,6 +9,7 @@
 //! as the seed's story ([`Story::seed_day`]) from a different point of the trace per seed, warm
 //! started with the replicas the bound holds at time 0.
 
+use super::anchors::{self, Anchors, FamilyAnchors, Point};
 use super::cluster::Balancer;
 use super::gpu::GpuModel;
 use super::replica::Hardware;
@@ -268,8 +269,10 @@ fn story_family(r: &Recorded, plan: &Plan) -> Result<Family, TraceError> {
 }
 
 /// The table of one family: per policy the mean, p95 and worst per-day miss %, cuts,
-/// replica-minutes and the mean ratio to each day's bound.
-pub fn family_table(f: &Family, j: &Judgement) -> String {
+/// replica-minutes and the mean ratio to each day's bound; with the family's anchors, their
+/// lines and per policy its cost over the best search point's and whether the best fixed fleet
+/// dominates it.
+pub fn family_table(f: &Family, j: &Judgement, anchors: Option<&FamilyAnchors>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -283,24 +286,62 @@ pub fn family_table(f: &Family, j: &Judgement) -> String {
             _ => String::new(),
         }
     );
-    out.push_str(&super::seeds::table(&j.policies));
+    let table = super::seeds::table(&j.policies);
+    let Some(a) = anchors else {
+        out.push_str(&table);
+        return out;
+    };
+    let _ = writeln!(
+        out,
+        "  best fixed fleet:   {}\n  best of the search: {}",
+        anchors::describe(&a.best_fixed, true),
+        anchors::describe(&a.best_search, false)
+    );
+    let mut lines = table.lines();
+    if let Some(header) = lines.next() {
+        let _ = writeln!(
+            out,
+            "{header}  {:>13}  {:>18}",
+            "x best search", "fleet dominates"
+        );
+    }
+    for (line, p) in lines.zip(&j.policies) {
+        let against = a.against(&Point::of(p));
+        let _ = writeln!(
+            out,
+            "{line}  {:>12.2}x  {:>18}",
+            against.x_best_search,
+            if against.dominated_by_fixed {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+    }
     out
 }
 
 /// Per policy, its worst family on each figure: the mean miss % and the worst day's miss %,
 /// each in excess of what the days' bounds miss themselves (requests no replica count serves
-/// in time), and the mean ratio to the bound.
-pub fn worst_table(judged: &[(Family, Judgement)]) -> String {
-    let Some((_, first)) = judged.first() else {
+/// in time), and the mean ratio to the bound; with anchors, the mean over families of its cost
+/// over each family's best search point's and how many families' best fixed fleet dominates it.
+pub fn worst_table(judged: &[(Family, Judgement)], anchors: Option<&Anchors>) -> String {
+    let Some((f0, first)) = judged.first() else {
         return String::new();
     };
     let width = crate::sim::report::policy_width(first.policies.iter().map(|p| p.policy.as_str()));
     let mut out = String::new();
-    let _ = writeln!(
+    let day = format!("worst of {} days: excess %", f0.days.len());
+    let _ = write!(
         out,
-        "{:width$}  {:>24}  {:>24}  {:>24}  {:>8}",
-        "policy", "worst mean excess %", "worst day's excess %", "worst x bound", "cut max"
+        "{:width$}  {:>24}  {:>28}  {:>24}  {:>8}",
+        "policy", "worst mean excess %", day, "worst x bound", "cut max"
     );
+    let paired = anchors.map(|a| paired(judged, a));
+    if paired.is_some() {
+        out.push_str("  mean x best search (families)    fleet dominates");
+    }
+    out.push('\n');
     for (i, p) in first.policies.iter().enumerate() {
         let each = || judged.iter().map(move |(f, j)| (&f.name, &j.policies[i]));
         let worst = |f: &dyn Fn(&Judged) -> f64| {
@@ -313,36 +354,69 @@ pub fn worst_table(judged: &[(Family, Judgement)]) -> String {
         let (max, max_at) = worst(&Judged::excess_miss_pct_max);
         let (ratio, ratio_at) = worst(&Judged::bound_ratio);
         let (cut, _) = worst(&Judged::cut_mean);
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "{:width$}  {:>24}  {:>24}  {:>24}  {:>8.1}",
+            "{:width$}  {:>24}  {:>28}  {:>24}  {:>8.1}",
             p.policy,
             format!("{mean:.2}% {mean_at}"),
             format!("{max:.2}% {max_at}"),
             format!("{ratio:.2}x {ratio_at}"),
             cut
         );
+        if let Some(pairs) = &paired {
+            let s = anchors::summary(pairs, i);
+            let _ = write!(
+                out,
+                "  {:>28}  {:>17}",
+                format!(
+                    "{:.2}x ({})",
+                    s.x_best_search_mean, s.x_best_search_families
+                ),
+                format!("{} of {}", s.dominated_in.len(), pairs.len())
+            );
+        }
+        out.push('\n');
     }
     out
 }
 
-/// The suite as JSON: per family its days' bound and each policy's figures.
-pub fn to_json(judged: &[(Family, Judgement)]) -> Value {
+/// Each judged family beside its anchors (a family the anchors lack is left out).
+pub fn paired<'a>(
+    judged: &'a [(Family, Judgement)],
+    anchors: &'a Anchors,
+) -> Vec<(&'a FamilyAnchors, &'a Judgement)> {
+    judged
+        .iter()
+        .filter_map(|(f, j)| Some((anchors.of(&f.name)?, j)))
+        .collect()
+}
+
+/// The suite as JSON: per family its days' bound, its anchors and each policy's figures (with
+/// anchors, against them too).
+pub fn to_json(judged: &[(Family, Judgement)], anchors: Option<&Anchors>) -> Value {
     Value::Array(
         judged
             .iter()
             .map(|(f, j)| {
+                let a = anchors.and_then(|a| a.of(&f.name));
                 json!({
                     "family": f.name,
                     "about": f.about,
                     "days": f.days.len(),
                     "clairvoyant_replica_minutes": j.bound_mean(),
                     "clairvoyant_miss_pct": j.bound_miss_pct_mean(),
+                    "best_fixed": a.map(|a| &a.best_fixed),
+                    "best_search": a.map(|a| &a.best_search),
                     "policies": j.policies.iter().map(|p| {
                         let mut v = p.to_json();
                         if let Value::Object(m) = &mut v {
                             m.insert("excess_miss_pct".into(), json!(p.excess_miss_pct_mean()));
                             m.insert("excess_miss_pct_max".into(), json!(p.excess_miss_pct_max()));
+                            if let Some(a) = a {
+                                let against = a.against(&Point::of(p));
+                                m.insert("dominated_by_fixed".into(), json!(against.dominated_by_fixed));
+                                m.insert("x_best_search".into(), json!(against.x_best_search));
+                            }
                         }
                         v
                     }).collect::<Vec<_>>(),
@@ -350,6 +424,13 @@ pub fn to_json(judged: &[(Family, Judgement)]) -> Value {
             })
             .collect(),
     )
+}
+
+/// Per policy its [`anchors::Summary`] over the families the anchors hold.
+pub fn summaries(judged: &[(Family, Judgement)], anchors: &Anchors) -> Vec<anchors::Summary> {
+    let pairs = paired(judged, anchors);
+    let n = judged.first().map_or(0, |(_, j)| j.policies.len());
+    (0..n).map(|i| anchors::summary(&pairs, i)).collect()
 }
 
 #[cfg(test)]

@@ -20,8 +20,11 @@ pub struct Grid {
     pub down_windows: Vec<u32>,
     /// Scale-down policy keys: "" (the default 100% per 15 s), "downpods=1", "downpercent=50"...
     pub down_policies: Vec<String>,
-    /// `None` keeps one replica (min 1); `Some(s)` allows zero with that cooldown.
+    /// `None` keeps a floor of replicas (each of [`Grid::mins`]); `Some(s)` allows zero with
+    /// that cooldown.
     pub cooldowns: Vec<Option<f64>>,
+    /// The floors a `None` cooldown keeps, replicas (1: no `min` key).
+    pub mins: Vec<u32>,
     pub max: u32,
     /// Keys added to every point, e.g. "trend=60,upwindow=30" ("" for none).
     pub with: String,
@@ -44,6 +47,7 @@ impl Default for Grid {
             down_windows: vec![30, 60, 120, 300],
             down_policies: vec![String::new(), "downpods=1".to_owned()],
             cooldowns: vec![None, Some(60.0), Some(120.0)],
+            mins: vec![1],
             max: 8,
             with: String::new(),
             also: vec![String::new()],
@@ -66,7 +70,7 @@ impl Grid {
             self.forecasts.len(),
             self.down_windows.len(),
             self.down_policies.len(),
-            self.cooldowns.len(),
+            self.floors().len(),
             self.also.len().max(1),
             self.deletion_costs.len(),
             self.holds.len(),
@@ -111,11 +115,7 @@ impl Grid {
                 }
             })
             .collect();
-        let cooldowns: Vec<String> = self
-            .cooldowns
-            .iter()
-            .map(|c| c.map_or(String::new(), |c| format!(",min=0,cooldown={c}")))
-            .collect();
+        let cooldowns = self.floors();
         let holds: Vec<String> = self
             .holds
             .iter()
@@ -154,6 +154,22 @@ impl Grid {
                         }
                     }
                 }
+            }
+        }
+        out
+    }
+
+    /// The floor keys of the cooldowns and mins: `,min=0,cooldown=S` for each cooldown, and
+    /// for `None` one per min (`""` for 1).
+    fn floors(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in &self.cooldowns {
+            match c {
+                Some(c) => out.push(format!(",min=0,cooldown={c}")),
+                None => out.extend(self.mins.iter().map(|&m| match m {
+                    1 => String::new(),
+                    m => format!(",min={m}"),
+                })),
             }
         }
         out
