@@ -66,6 +66,10 @@ pub struct GpuArgs {
     /// Warm-up, seconds [default: 30].
     #[arg(long)]
     pub warmup_s: Option<f64>,
+    /// The whole cold start, seconds, in place of the image pull, load and warm-up (a snapshot
+    /// restore that makes every start 10 s, say) [default: derived, 91].
+    #[arg(long, value_name = "SECONDS")]
+    pub cold_start_s: Option<f64>,
     /// Cores busy when idle [default: 0.2].
     #[arg(long)]
     pub cpu_idle_cores: Option<f64>,
@@ -120,6 +124,9 @@ impl GpuArgs {
             (self.head_dim, &mut g.head_dim),
             (self.max_batch, &mut g.max_batch),
         ];
+        if let Some(v) = self.cold_start_s {
+            g.start_s = Some(v);
+        }
         for (flag, field) in whole {
             if let Some(v) = flag {
                 *field = v;

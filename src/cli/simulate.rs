@@ -11,6 +11,7 @@ use crate::sim::plot::{self, Panel};
 use crate::sim::replica::Hardware;
 use crate::sim::report::{self, Summary};
 use crate::sim::run::{self, Mode, Settings, Start, Trigger};
+use crate::sim::standby::Standby;
 use crate::sim::trace::formats::{self, Format, FORMAT_NAMES};
 use crate::sim::trace::replay;
 use crate::sim::trace::{Scenario, Trace};
@@ -113,6 +114,20 @@ pub struct SimArgs {
     /// connection).
     #[arg(long, default_value = "least-request", value_parser = ["least-request", "random"])]
     pub balancer: String,
+    /// Keep up to this many replicas a scale-down gives back asleep in a standby pool (vLLM's
+    /// sleep mode, llama.cpp's --sleep-idle-seconds, a snapshot to restore) instead of deleting
+    /// them; a scale-up wakes them first and cold-starts the rest. The pool starts full; a
+    /// sleeper is no capacity to the scaler (0: no pool).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub standby: u32,
+    /// Seconds from waking a standby replica to its being Ready.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::sim::standby::DEFAULT_WAKE_S)]
+    pub warm_start: f64,
+    /// What a standby replica costs per second asleep, as a fraction of a full replica: 1 when
+    /// the GPU stays held while it sleeps, less when its weights go to host memory on a shared
+    /// node. Replica-minutes include it.
+    #[arg(long, value_name = "FRACTION", default_value_t = 1.0)]
+    pub standby_price: f64,
     #[command(flatten)]
     pub gpu: GpuArgs,
 }
@@ -274,6 +289,7 @@ impl SimArgs {
             );
         }
         let start = self.start(source)?;
+        let standby = self.standby()?;
         if !(0.0..=1.0).contains(&self.unreadable) {
             anyhow::bail!(
                 "--unreadable {}: expected a fraction from 0 to 1",
@@ -305,7 +321,32 @@ impl SimArgs {
                 Balancer::LeastRequest
             },
             start,
+            standby,
             ..Settings::default()
+        })
+    }
+
+    /// The standby pool of `--standby`, `--warm-start` and `--standby-price`.
+    fn standby(&self) -> anyhow::Result<Standby> {
+        if self.standby > limits::MAX_REPLICAS {
+            anyhow::bail!(
+                "--standby {}: expected 0 to {} replicas",
+                self.standby,
+                limits::MAX_REPLICAS
+            );
+        }
+        limits::seconds(self.warm_start, true, limits::MAX_SECONDS)
+            .map_err(|e| anyhow::anyhow!("--warm-start {e}"))?;
+        if !(0.0..=1.0).contains(&self.standby_price) {
+            anyhow::bail!(
+                "--standby-price {}: expected a fraction of a full replica from 0 to 1",
+                self.standby_price
+            );
+        }
+        Ok(Standby {
+            size: self.standby,
+            wake_s: self.warm_start,
+            price: self.standby_price,
         })
     }
 

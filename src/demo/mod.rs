@@ -402,6 +402,7 @@ fn report(
     let demo_run = Run {
         outcomes: outcomes.iter().map(|o| o.outcome).collect(),
         replica_seconds: deployment.replica_seconds,
+        standby_seconds: 0.0,
         scale_events: deployment.scale_events,
         peak: deployment.peak,
         cost_writes: 0,

@@ -8,10 +8,20 @@
 //! gaps shorter than a cold start (cheaper than stopping and starting again), and for one cold
 //! start before each start. Replicas draining after a step down are not billed, so this is a
 //! bound from below on what any policy on the same engine can cost.
+//!
+//! The start is the one the runs have: the GPU model's cold start, whatever sets it (a
+//! `cold_start_s` of 10 s prices every start at 10 s). With a standby pool, each start and each
+//! gap also has the warm path: a level may sleep through a gap and wake (the gap at the pool's
+//! price, plus the wake time in full), or, the first time it is wanted, wake a replica asleep
+//! since time 0; whichever of the three is cheapest. The bound lets every level use the pool
+//! at once, whatever its size, and bills a sleeper only over the gaps it bridges, so it stays
+//! below what a run with that pool pays (whose sleepers are billed all day, and whose woken
+//! replicas drain in full before they sleep).
 
 use super::cluster::{Cluster, Fate};
 use super::replica::Hardware;
 use super::settings::{Settings, Start};
+use super::standby::Standby;
 use super::trace::Trace;
 use serde::Serialize;
 
@@ -177,7 +187,11 @@ pub fn clairvoyant(trace: &Trace, hw: &Hardware, settings: &Settings, cap: u32) 
             plan.iter().take(first).copied().max().unwrap_or(1)
         }
     };
-    let replica_minutes = price(&plan, WINDOW_S, hw.gpu.cold_start_s(), initial) / 60.0;
+    let starts = Starts {
+        cold_s: hw.gpu.cold_start_s(),
+        standby: settings.standby,
+    };
+    let replica_minutes = price(&plan, WINDOW_S, &starts, initial) / 60.0;
     let misses = plan_misses(trace, hw, &plan, settings);
     Bound {
         replica_minutes,
@@ -218,10 +232,50 @@ fn plan_misses(trace: &Trace, hw: &Hardware, plan: &[u32], settings: &Settings) 
     requests.len().saturating_sub(served_in_time)
 }
 
+/// How a level of capacity comes back, for pricing: the cold start, and the standby pool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Starts {
+    pub cold_s: f64,
+    pub standby: Standby,
+}
+
+impl Starts {
+    /// Every start cold, `cold_s` seconds.
+    pub fn cold(cold_s: f64) -> Starts {
+        Starts {
+            cold_s,
+            standby: Standby::default(),
+        }
+    }
+
+    /// The cheapest way for one level through an idle gap of `gap_s`: keep running, stop and
+    /// start cold, or (with a pool) sleep and wake.
+    fn gap(&self, gap_s: f64) -> f64 {
+        self.asleep_for(gap_s).min(gap_s.min(self.cold_s))
+    }
+
+    /// The cheapest first start, at `at_s`, of a level not running at time 0: cold, or (with a
+    /// pool, which starts full) a replica asleep since time 0, woken.
+    fn first(&self, at_s: f64) -> f64 {
+        self.asleep_for(at_s).min(self.cold_s)
+    }
+
+    /// A level asleep through `span_s` and woken to be Ready at its end: asleep at the pool's
+    /// price, then the wake in full (infinite without a pool).
+    fn asleep_for(&self, span_s: f64) -> f64 {
+        let sb = self.standby;
+        if sb.size == 0 {
+            return f64::INFINITY;
+        }
+        sb.price * (span_s - sb.wake_s).max(0.0) + sb.wake_s.min(span_s)
+    }
+}
+
 /// Replica-seconds of a plan: for each level of capacity, the windows it is needed, the gaps
-/// between them bridged when shorter than a cold start, and a cold start before each start (the
-/// first `initial` levels are already running at time 0).
-pub fn price(plan: &[u32], window_s: f64, cold_start_s: f64, initial: u32) -> f64 {
+/// between them bridged as cheaply as `starts` allows (running through one shorter than a cold
+/// start), and a start before each first start (the first `initial` levels are already running
+/// at time 0).
+pub fn price(plan: &[u32], window_s: f64, starts: &Starts, initial: u32) -> f64 {
     let top = plan.iter().copied().max().unwrap_or(0);
     let mut total = 0.0;
     for level in 1..=top {
@@ -238,9 +292,9 @@ pub fn price(plan: &[u32], window_s: f64, cold_start_s: f64, initial: u32) -> f6
             }
             total += (i - start) as f64 * window_s;
             match last_end {
-                Some(end) => total += ((start - end) as f64 * window_s).min(cold_start_s),
+                Some(end) => total += starts.gap((start - end) as f64 * window_s),
                 None if start == 0 && level <= initial => {}
-                None => total += cold_start_s,
+                None => total += starts.first(start as f64 * window_s),
             }
             last_end = Some(i);
         }
@@ -285,10 +339,77 @@ mod tests {
         // One replica all along (already running), a second for windows 2-3 and 6: the gap of
         // two windows (30 s) is shorter than the 91 s cold start, so it stays.
         let plan = [1, 1, 2, 2, 1, 1, 2, 1];
-        let seconds = price(&plan, 15.0, 91.0, 1);
+        let seconds = price(&plan, 15.0, &Starts::cold(91.0), 1);
         assert_eq!(seconds, 8.0 * 15.0 + 3.0 * 15.0 + 30.0 + 91.0);
         // A long gap is cheaper to stop for.
         let plan = [1, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-        assert_eq!(price(&plan, 15.0, 91.0, 1), 2.0 * 15.0 + 91.0);
+        assert_eq!(
+            price(&plan, 15.0, &Starts::cold(91.0), 1),
+            2.0 * 15.0 + 91.0
+        );
+    }
+
+    #[test]
+    fn the_bound_prices_the_starts_the_runs_have() {
+        let plan = [1, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        // Every start 10 s (a snapshot restore): the 120 s gap costs one 10 s start.
+        assert_eq!(
+            price(&plan, 15.0, &Starts::cold(10.0), 1),
+            2.0 * 15.0 + 10.0
+        );
+        // A pool at a quarter of the price, woken in 10 s: 110 s asleep, 10 s waking.
+        let pool = Starts {
+            cold_s: 91.0,
+            standby: Standby {
+                size: 1,
+                wake_s: 10.0,
+                price: 0.25,
+            },
+        };
+        assert_eq!(
+            price(&plan, 15.0, &pool, 1),
+            2.0 * 15.0 + 0.25 * 110.0 + 10.0
+        );
+        // A level first wanted at 60 s wakes a replica asleep since time 0.
+        assert_eq!(
+            price(&[0, 0, 0, 0, 1], 15.0, &pool, 0),
+            15.0 + 0.25 * 50.0 + 10.0
+        );
+    }
+
+    #[test]
+    fn with_fast_starts_or_a_pool_the_bound_stays_below_the_runs() {
+        use crate::scaling::Policy;
+        use crate::sim::gpu::GpuModel;
+        use crate::sim::run::run;
+        use crate::sim::trace::Scenario;
+        let mut day = Scenario::default_day();
+        day.duration = 1000.0;
+        let trace = day.generate().unwrap();
+        let policy = Policy::parse_with_max("queue:24,min=0,cooldown=60", 8).unwrap();
+        let fast = Hardware::new(GpuModel {
+            start_s: Some(10.0),
+            ..GpuModel::default()
+        });
+        let slow = Hardware::new(GpuModel::default());
+        let plain = Settings::default();
+        let pooled = Settings {
+            standby: Standby {
+                size: 2,
+                wake_s: 10.0,
+                price: 0.25,
+            },
+            ..Settings::default()
+        };
+        let cold_91 = clairvoyant(&trace, &slow, &plain, 16).replica_minutes;
+        for (hw, settings) in [(&fast, &plain), (&slow, &pooled)] {
+            let bound = clairvoyant(&trace, hw, settings, 16).replica_minutes;
+            let cost = run(&trace, hw, &policy, settings).replica_seconds / 60.0;
+            assert!(bound <= cost, "bound {bound} above the run's {cost}");
+            assert!(
+                bound < cold_91,
+                "{bound} not below the 91 s bound {cold_91}"
+            );
+        }
     }
 }

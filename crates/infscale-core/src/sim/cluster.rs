@@ -2,16 +2,20 @@
 //!
 //! Arrivals go to the ready replica with the fewest outstanding requests, or wait at the
 //! activator while none is ready (and are released in arrival order the moment one is, or
-//! rejected after the hold timeout). New replicas become Ready after the cold start (each drawn
-//! around the GPU model's when a spread is set). Removed ones are those still starting first,
-//! then the Ready replicas the ReplicaSet controller ranks first ([`super::replicaset`]: the
-//! lowest deletion cost, else a recent one by chance); each leaves the Service at once, serves
-//! what it holds for the drain time (`--drain`), and what it still holds then is cut.
-//! Every replica that exists, starting and draining included, is billed.
+//! rejected after the hold timeout). New replicas wake from the standby pool
+//! ([`super::standby`]) while it holds any, Ready after the wake time, and the rest become Ready
+//! after the cold start (each drawn around the GPU model's when a spread is set). Removed ones
+//! are those still starting first (a woken one goes back to sleep), then the Ready replicas the
+//! ReplicaSet controller ranks first ([`super::replicaset`]: the lowest deletion cost, else a
+//! recent one by chance); each leaves the Service at once, serves what it holds for the drain
+//! time (`--drain`), and what it still holds then is cut; then it sleeps if the pool has room.
+//! Every replica that exists, starting and draining included, is billed in full; sleepers at
+//! the pool's price, apart.
 
 use super::replica::{FirstToken, Hardware, Phase, SimReplica};
 use super::replicaset;
 use super::rng::Rng;
+use super::standby::Pool;
 use super::trace::Request;
 use std::collections::VecDeque;
 
@@ -96,8 +100,12 @@ pub struct Cluster {
     cold_rng: Rng,
     pub balancer: Balancer,
     route_rng: Rng,
-    /// Each replica that became Ready since last taken: when it was ordered, when it was Ready.
+    /// Each replica that became Ready after a cold start since last taken: when it was
+    /// ordered, when it was Ready (a wake from the pool is not a cold start, and a real pod that
+    /// wakes is not created anew).
     pub became_ready: Vec<(f64, f64)>,
+    /// Replicas asleep in the standby pool, and their bill (an empty pool of size 0 unless set).
+    pub pool: Pool,
 }
 
 impl Cluster {
@@ -129,6 +137,7 @@ impl Cluster {
             balancer: Balancer::LeastRequest,
             route_rng: Rng::new(0x10ad),
             became_ready,
+            pool: Pool::default(),
         }
     }
 
@@ -144,7 +153,7 @@ impl Cluster {
         self.replicas.iter().filter(|r| r.is_ready()).count() as u32
     }
 
-    /// When each replica still starting was ordered.
+    /// When each replica still starting (or waking) was ordered.
     pub fn starting_since(&self) -> Vec<f64> {
         self.replicas
             .iter()
@@ -198,11 +207,13 @@ impl Cluster {
         fate: &mut impl FnMut(u32, Fate),
     ) {
         for r in &mut self.replicas {
-            if let Phase::Starting { ready_at } = r.phase {
+            if let Phase::Starting { ready_at, warm } = r.phase {
                 if ready_at <= t {
                     r.phase = Phase::Ready;
                     r.ready_since = ready_at;
-                    self.became_ready.push((r.created_at, ready_at));
+                    if !warm {
+                        self.became_ready.push((r.created_at, ready_at));
+                    }
                 }
             }
         }
@@ -237,16 +248,27 @@ impl Cluster {
                 r.requests().for_each(|i| fate(i, Fate::Cut));
             }
         }
-        self.replicas.retain(|r| match r.phase {
+        self.retain_and_sleep(|r| match r.phase {
             Phase::Draining { kill_at } => kill_at > end && r.outstanding() > 0,
             _ => true,
         });
         self.replica_seconds += self.replicas.len() as f64 * dt;
+        self.pool.bill(dt);
     }
 
-    /// Sets the desired count at `now`: new replicas start (Ready after a cold start drawn
-    /// around `cold_start_s`), removed ones are those still starting (newest first), then those
-    /// the ReplicaSet ranks first, which drain for `drain_s`.
+    /// Keeps the replicas `keep` keeps; each draining one it lets go sleeps if the pool has room.
+    fn retain_and_sleep(&mut self, keep: impl Fn(&SimReplica) -> bool) {
+        let before = self.replicas.len();
+        self.replicas.retain(|r| keep(r));
+        for _ in self.replicas.len()..before {
+            self.pool.put_to_sleep();
+        }
+    }
+
+    /// Sets the desired count at `now`: new replicas wake from the pool while it holds any
+    /// (Ready after its wake time), the rest start (Ready after a cold start drawn around
+    /// `cold_start_s`); removed ones are those still starting (newest first; a woken one goes
+    /// back to sleep), then those the ReplicaSet ranks first, which drain for `drain_s`.
     pub fn resize(&mut self, desired: u32, now: f64, cold_start_s: f64) {
         let current = self.current();
         if desired == current {
@@ -255,16 +277,23 @@ impl Cluster {
         self.scale_events += 1;
         self.peak = self.peak.max(desired);
         if desired > current {
-            for _ in current..desired {
-                let cold = self.draw_cold_start(cold_start_s);
+            let woken = self.pool.wake(desired - current);
+            for k in current..desired {
+                let warm = k - current < woken;
+                let start = if warm {
+                    self.pool.standby.wake_s
+                } else {
+                    self.draw_cold_start(cold_start_s)
+                };
                 let mut replica = SimReplica::new(self.next_id, Phase::Ready);
                 replica.created_at = now;
                 replica.ready_since = now;
-                if cold > 0.0 {
+                if start > 0.0 {
                     replica.phase = Phase::Starting {
-                        ready_at: now + cold,
+                        ready_at: now + start,
+                        warm,
                     };
-                } else {
+                } else if !warm {
                     self.became_ready.push((now, now));
                 }
                 self.replicas.push(replica);
@@ -273,7 +302,7 @@ impl Cluster {
             return;
         }
         let mut remove = current - desired;
-        // Starting replicas go first, newest first, and simply stop.
+        // Starting replicas go first, newest first, and simply stop (a woken one sleeps again).
         while remove > 0 {
             let Some(i) = self
                 .replicas
@@ -282,6 +311,9 @@ impl Cluster {
             else {
                 break;
             };
+            if matches!(self.replicas[i].phase, Phase::Starting { warm: true, .. }) {
+                self.pool.put_to_sleep();
+            }
             self.replicas.remove(i);
             remove -= 1;
         }
@@ -293,7 +325,7 @@ impl Cluster {
                 kill_at: now + self.drain_s,
             };
         }
-        self.replicas.retain(|r| match r.phase {
+        self.retain_and_sleep(|r| match r.phase {
             Phase::Draining { .. } => r.outstanding() > 0,
             _ => true,
         });

@@ -48,6 +48,10 @@ pub struct GpuModel {
     pub image_pull_s: f64,
     pub load_gb_per_s: f64,
     pub warmup_s: f64,
+    /// The whole start, seconds, when it is measured rather than derived: replaces the image
+    /// pull, load and warm-up above (a snapshot restore that makes every start 10 s, say).
+    #[serde(rename = "cold_start_s", skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<f64>,
     /// Pod CPU: cores busy when idle, the engine loop's core whenever anything runs, and a small
     /// cost per running sequence; waiting requests cost nothing.
     pub cpu_idle_cores: f64,
@@ -77,6 +81,7 @@ impl Default for GpuModel {
             image_pull_s: 45.0,
             load_gb_per_s: 1.0,
             warmup_s: 30.0,
+            start_s: None,
             cpu_idle_cores: 0.2,
             cpu_engine_cores: 1.0,
             cpu_per_sequence_cores: 0.0025,
@@ -128,8 +133,12 @@ impl GpuModel {
             / (self.hbm_gb_per_s * 1e9 * self.bandwidth_efficiency)
     }
 
+    /// Seconds from ordering a replica to its being Ready: [`GpuModel::start_s`] when set,
+    /// else the image pull, the weights at the load rate and the warm-up.
     pub fn cold_start_s(&self) -> f64 {
-        self.image_pull_s + self.weights_bytes() / 1e9 / self.load_gb_per_s + self.warmup_s
+        self.start_s.unwrap_or_else(|| {
+            self.image_pull_s + self.weights_bytes() / 1e9 / self.load_gb_per_s + self.warmup_s
+        })
     }
 
     /// Cores in use with `running` sequences in the batch.
@@ -173,6 +182,7 @@ impl GpuModel {
             ("cpu_idle_cores", self.cpu_idle_cores),
             ("cpu_engine_cores", self.cpu_engine_cores),
             ("cpu_per_sequence_cores", self.cpu_per_sequence_cores),
+            ("cold_start_s", self.start_s.unwrap_or(0.0)),
         ];
         for (name, v) in non_negative {
             if !(v.is_finite() && v >= 0.0) {
@@ -260,6 +270,13 @@ impl GpuModel {
             }
         }
         let cold = self.cold_start_s();
+        if let Some(start) = self.start_s.filter(|&s| s > limits::MAX_SECONDS) {
+            return Err(GpuError(format!(
+                "cold_start_s {} is above {} s",
+                limits::show(start),
+                limits::MAX_SECONDS
+            )));
+        }
         if !(cold.is_finite() && cold <= limits::MAX_SECONDS) {
             return Err(GpuError(format!(
                 "the cold start (image_pull_s + weights / load_gb_per_s + warmup_s) is {} s, above {} s: raise load_gb_per_s",
@@ -332,15 +349,22 @@ impl GpuModel {
             num(ctx),
             batch / step_full
         );
-        let _ = writeln!(
-            out,
-            "cold start   {:.0} s = image {} s + weights {} s at {} GB/s + warm-up {} s",
-            self.cold_start_s(),
-            num(self.image_pull_s),
-            num(self.weights_bytes() / 1e9 / self.load_gb_per_s),
-            num(self.load_gb_per_s),
-            num(self.warmup_s)
-        );
+        let _ = match self.start_s {
+            Some(start) => writeln!(
+                out,
+                "cold start   {} s, as set (cold_start_s: the image, weights and warm-up not used)",
+                num(start)
+            ),
+            None => writeln!(
+                out,
+                "cold start   {:.0} s = image {} s + weights {} s at {} GB/s + warm-up {} s",
+                self.cold_start_s(),
+                num(self.image_pull_s),
+                num(self.weights_bytes() / 1e9 / self.load_gb_per_s),
+                num(self.load_gb_per_s),
+                num(self.warmup_s)
+            ),
+        };
         let _ = writeln!(
             out,
             "pod CPU      idle {:.0}%, batch 1 {:.0}%, batch {} {:.0}% of {} requested cores, whatever the queue",

@@ -3,9 +3,9 @@
 //! [`gpu`] derives a replica from memory bandwidth and FLOPs; [`trace`] makes or reads traffic;
 //! [`replica`] and [`cluster`] serve it step by step; [`run`] drives the control loop, calling
 //! the same `scaling` functions `serve` and `decide` call; [`report`] turns a run into SLO misses
-//! and replica-minutes; [`bound`] is the clairvoyant lower bound; [`capacity`] measures what one
-//! replica carries; [`plot`] draws the runs;
-//! [`seeds`] judges policies on many traces of a scenario; [`suite`] on families of days no
+//! and replica-minutes; [`standby`] is the warm start path beside the cold one; [`bound`] is the
+//! clairvoyant lower bound; [`capacity`] measures what one replica carries; [`plot`] draws the
+//! runs; [`seeds`] judges policies on many traces of a scenario; [`suite`] on families of days no
 //! single generator owns, beside each family's [`anchors`] (its best fixed fleet and the best
 //! policy of a bounded search); [`tune`] searches policies.
 
@@ -22,6 +22,7 @@ pub mod rng;
 pub mod run;
 pub mod seeds;
 pub mod settings;
+pub mod standby;
 pub mod suite;
 pub mod trace;
 pub mod tune;

@@ -42,9 +42,11 @@ impl Hardware {
 /// Where a replica is in its life.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Phase {
-    /// Pulling the image, loading weights, warming up; Ready at `ready_at`.
+    /// Pulling the image, loading weights, warming up (or, `warm`, waking from the standby
+    /// pool); Ready at `ready_at`.
     Starting {
         ready_at: f64,
+        warm: bool,
     },
     Ready,
     /// Removed from the Service: finishes what it holds, then stops; what it still holds at

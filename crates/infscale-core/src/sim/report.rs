@@ -30,7 +30,11 @@ pub struct Summary {
     pub ttft_p50_s: f64,
     pub ttft_p95_s: f64,
     pub ttft_p99_s: f64,
+    /// Replica-minutes billed: every replica that existed in full, and the standby pool's time
+    /// asleep at its price.
     pub replica_minutes: f64,
+    /// Replica-minutes asleep in the standby pool, not priced (0 without a pool).
+    pub standby_minutes: f64,
     pub peak_replicas: u32,
     pub scale_events: u32,
     /// Deletion-cost annotations written (the API writes `deletionCost` costs), per run.
@@ -110,6 +114,7 @@ pub fn summarize_many(policy: &str, runs: &[Run], slo_s: f64) -> Summary {
         ttft_p95_s: quantile(&ttfts, 0.95),
         ttft_p99_s: quantile(&ttfts, 0.99),
         replica_minutes: replica_seconds / 60.0 / n,
+        standby_minutes: runs.iter().map(|r| r.standby_seconds).sum::<f64>() / 60.0 / n,
         peak_replicas: runs.iter().map(|r| r.peak).max().unwrap_or(0),
         scale_events: (runs.iter().map(|r| f64::from(r.scale_events)).sum::<f64>() / n).round()
             as u32,
@@ -213,6 +218,7 @@ mod tests {
         let run = Run {
             outcomes: outcomes.to_vec(),
             replica_seconds: 60.0,
+            standby_seconds: 0.0,
             scale_events: 0,
             peak: 1,
             cost_writes: 0,
@@ -239,6 +245,7 @@ mod tests {
         let run = Run {
             outcomes: vec![o(0.5), o(1.5), o(3.0)],
             replica_seconds: 1800.0,
+            standby_seconds: 0.0,
             scale_events: 0,
             peak: 1,
             cost_writes: 0,

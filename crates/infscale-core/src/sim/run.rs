@@ -15,6 +15,7 @@ use super::bound::{clairvoyant, Bound};
 use super::cluster::{Cluster, RequestOutcome};
 use super::replica::Hardware;
 use super::rng::Rng;
+use super::standby::Pool;
 use super::trace::Trace;
 use crate::control::cycle::{self, Action, Cycle};
 use crate::control::deletion_cost;
@@ -96,7 +97,12 @@ pub struct SeriesPoint {
 #[derive(Debug, Clone)]
 pub struct Run {
     pub outcomes: Vec<RequestOutcome>,
+    /// Replica-seconds billed: every replica that existed (starting, ready, draining) in full,
+    /// and the standby pool's time asleep at its price.
     pub replica_seconds: f64,
+    /// Replica-seconds asleep in the standby pool, not priced (in `replica_seconds` at the
+    /// pool's price).
+    pub standby_seconds: f64,
     pub scale_events: u32,
     pub peak: u32,
     /// Deletion-cost annotations written.
@@ -209,6 +215,7 @@ fn run_learned(
     cluster.drain_s = settings.drain_s;
     cluster.cold_spread = settings.cold_start_spread;
     cluster.balancer = settings.balancer;
+    cluster.pool = Pool::full(settings.standby);
     let mut cost_budget = deletion_cost::Budget::new(policy.deletion_cost_writes);
     let mut cost_writes = 0_u32;
     let mut outcomes = vec![RequestOutcome::default(); requests.len()];
@@ -376,7 +383,8 @@ fn run_learned(
     }
     Run {
         outcomes,
-        replica_seconds: cluster.replica_seconds,
+        replica_seconds: cluster.replica_seconds + cluster.pool.cost_seconds(),
+        standby_seconds: cluster.pool.asleep_seconds,
         scale_events: cluster.scale_events,
         cost_writes,
         peak: cluster.peak,

@@ -307,6 +307,7 @@ pub(crate) mod tests {
             ttft_p95_s: 1.0,
             ttft_p99_s: 2.0,
             replica_minutes: minutes,
+            standby_minutes: 0.0,
             peak_replicas: 3,
             scale_events: 4,
             cost_writes: 0.0,

@@ -1,8 +1,9 @@
 //! How a simulation runs: which control loop, which KEDA trigger, the engine's step, the
-//! periods, the SLO, the faults and the start. Its own file so the run and the clairvoyant bound
-//! both read it without reading each other.
+//! periods, the SLO, the faults, the start and the standby pool. Its own file so the run and the
+//! clairvoyant bound both read it without reading each other.
 
 use super::cluster::Balancer;
+use super::standby::Standby;
 use crate::control::cycle;
 use serde::Serialize;
 
@@ -54,6 +55,8 @@ pub struct Settings {
     pub balancer: Balancer,
     /// Replicas already Ready at time 0.
     pub start: Start,
+    /// The standby pool a scale-down fills and a scale-up wakes first (size 0: none).
+    pub standby: Standby,
 }
 
 /// How many replicas are Ready at time 0. A trace that starts mid-day starts warm: a replay of
@@ -89,6 +92,7 @@ impl Default for Settings {
             cold_start_spread: 0.0,
             balancer: Balancer::LeastRequest,
             start: Start::Policy,
+            standby: Standby::default(),
         }
     }
 }

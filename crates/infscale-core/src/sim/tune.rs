@@ -282,6 +282,7 @@ mod tests {
             ttft_p95_s: 0.0,
             ttft_p99_s: 0.0,
             replica_minutes: cost,
+            standby_minutes: 0.0,
             peak_replicas: 1,
             scale_events: 0,
             cost_writes: 0.0,
