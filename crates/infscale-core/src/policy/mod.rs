@@ -356,6 +356,13 @@ impl Policy {
         if self.max == 0 {
             return bad("max must be at least 1".into());
         }
+        if self.reserve && !self.metrics().iter().any(|m| m.0 == Metric::Work) {
+            return bad(
+                "reserve=auto learns from the arriving work: add the work metric \
+                 (queue+work:192,1.0,reserve=auto)"
+                    .into(),
+            );
+        }
         if self.min > self.max {
             return bad(format!("min {} is above max {}", self.min, self.max));
         }
@@ -516,6 +523,13 @@ mod tests {
         assert_eq!(p.with_horizon(Some(45.0)).lookahead_s, 45.0);
         let fixed = Policy::parse("queue:24,lookahead=90").unwrap();
         assert_eq!(fixed.with_horizon(Some(45.0)).lookahead_s, 90.0);
+        let reserve = Policy::parse("queue+work:192,1.0,reserve=auto").unwrap();
+        let learned = reserve.with_horizon(Some(45.0));
+        assert_eq!((learned.lookahead_s, learned.start_s()), (0.0, 45.0));
+        let err = Policy::parse("queue:24,reserve=auto")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("add the work metric"), "{err}");
         let e = Policy::parse("queue:24,lookahead=soon").unwrap_err();
         assert!(e.to_string().contains("or auto"), "{e}");
     }
