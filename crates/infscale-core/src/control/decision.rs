@@ -10,6 +10,7 @@ pub use crate::control::memory::ScalerState;
 use crate::control::reasons::{ActivityCause, NoValue, Step, Steps, Window};
 use crate::control::several;
 use crate::policy::{Forecast, Metric, Policy};
+use crate::project::asleep;
 use crate::project::demand::{fmt, measure, Demand, Observation};
 use crate::project::floors;
 use crate::project::forecast;
@@ -90,6 +91,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     });
     let value = value.map(|v| saturated_floor(policy, obs, v, &mut lines));
     let value = value.map(|v| hold_floor(policy, state, rate_need, obs.now, v, &mut lines));
+    let value = value.map(|v| asleep::plus_slots(policy, obs, v, &mut lines));
     let (activity, cause) = activity::judge(&Facts {
         in_flight: demand.in_flight,
         activation: policy.activation,

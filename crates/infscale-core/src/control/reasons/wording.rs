@@ -406,6 +406,12 @@ fn measure(f: &mut Formatter<'_>, step: &Step) -> Result {
         Step::PlusHeld { held, value } => {
             write!(f, "+ {} held at the activator = {}", fmt(held), fmt(value))
         }
+        Step::AsleepRequests { requests, value } => write!(
+            f,
+            "+ {} waiting on replicas asleep (they serve nothing until woken) = {}",
+            fmt(requests),
+            fmt(value)
+        ),
         Step::Work {
             now,
             window_s,
@@ -559,6 +565,7 @@ impl Display for Step {
             | Step::CountedMissing { .. }
             | Step::HeldUnreadAsZero
             | Step::PlusHeld { .. }
+            | Step::AsleepRequests { .. }
             | Step::Work { .. } => measure(f, self),
             Step::NoLookahead
             | Step::Forecast { .. }
@@ -571,6 +578,17 @@ impl Display for Step {
             | Step::Guard { .. }
             | Step::Saturated { .. }
             | Step::Hold { .. } => floor(f, self),
+            Step::Asleep {
+                asleep,
+                target,
+                value,
+            } => write!(
+                f,
+                "{asleep} replica(s) asleep, read from the server's sleep state: no capacity, not \
+                 ready; kept in the count, + {asleep} x {} = {}",
+                fmt(*target),
+                fmt(*value)
+            ),
             Step::Activity(cause) => cause.fmt(f),
             Step::Also { .. }
             | Step::Proposal { .. }
