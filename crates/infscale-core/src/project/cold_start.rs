@@ -87,6 +87,11 @@ impl ColdStarts {
         true
     }
 
+    /// Whether these are wakes ([`ColdStarts::wakes`]).
+    pub fn is_wakes(&self) -> bool {
+        self.floor < BOUNDS.0
+    }
+
     /// How many starts the estimate rests on.
     pub fn len(&self) -> usize {
         self.starts.len()

@@ -30,6 +30,15 @@ pub fn beside(page_path: &str) -> String {
     }
 }
 
+/// The URL of `/props` beside a page's URL (`None` for what is not `scheme://...`).
+pub fn beside_url(page_url: &str) -> Option<String> {
+    let (scheme, rest) = page_url.split_once("://")?;
+    let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(cut);
+    let path = if path.starts_with('/') { path } else { "" };
+    Some(format!("{scheme}://{authority}{}", beside(path)))
+}
+
 #[derive(Deserialize)]
 struct Props {
     is_sleeping: Option<bool>,
@@ -42,14 +51,6 @@ pub fn read(body: &[u8], source: &str) -> Result<Option<bool>, String> {
     serde_json::from_slice::<Props>(body)
         .map(|p| p.is_sleeping)
         .map_err(|e| format!("{source}: not llama.cpp's /props JSON: {e}"))
-}
-
-/// Sets the signals' sleep state from a `/props` body (left unknown when there is none or it
-/// cannot be read).
-pub fn apply(signals: &mut Signals, body: Option<&[u8]>) {
-    if let Some(Ok(asleep)) = body.map(|b| read(b, "/props")) {
-        signals.asleep = asleep;
-    }
 }
 
 #[cfg(test)]
@@ -69,7 +70,7 @@ mod tests {
             .signals
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(wanted(&signals));
-        apply(&mut signals, Some(SLEEPING.as_bytes()));
+        signals.asleep = read(SLEEPING.as_bytes(), "/props").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(signals.asleep, Some(true));
         assert!(!wanted(&signals));
         assert_eq!(read(br#"{"total_slots":1}"#, "p"), Ok(None));
@@ -85,5 +86,14 @@ mod tests {
             "/api/v1/namespaces/ns/pods/p:8080/proxy/props"
         );
         assert_eq!(beside(""), "/props");
+        assert_eq!(
+            beside_url("http://10.0.0.7:8080/metrics").as_deref(),
+            Some("http://10.0.0.7:8080/props")
+        );
+        assert_eq!(
+            beside_url("http://[::1]:80?x").as_deref(),
+            Some("http://[::1]:80/props")
+        );
+        assert_eq!(beside_url("pod-a.prom"), None);
     }
 }
