@@ -91,7 +91,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     });
     let value = value.map(|v| saturated_floor(policy, obs, v, &mut lines));
     let value = value.map(|v| hold_floor(policy, state, rate_need, obs.now, v, &mut lines));
-    let value = value.map(|v| asleep::plus_slots(policy, obs, v, &mut lines));
+    let value = value.map(|v| asleep::plus_slots(policy, obs.asleep, v, &mut lines));
     let (activity, cause) = activity::judge(&Facts {
         in_flight: demand.in_flight,
         activation: policy.activation,

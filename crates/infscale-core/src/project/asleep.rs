@@ -11,12 +11,12 @@
 //! of a sleeping one nor reads the sleepers as room, and held requests order an awake replica.
 
 use crate::control::reasons::{Step, Steps};
+use crate::observe::metrics::Replica;
 use crate::policy::Policy;
-use crate::project::demand::Observation;
 
 /// Requests running or waiting on sleeping replicas (a sleeping vLLM engine queues them).
-pub fn in_flight(obs: &Observation<'_>) -> f64 {
-    obs.asleep
+pub fn in_flight(asleep: &[Replica]) -> f64 {
+    asleep
         .iter()
         .map(|r| r.in_flight().unwrap_or(r.waiting()))
         .sum()
@@ -24,8 +24,8 @@ pub fn in_flight(obs: &Observation<'_>) -> f64 {
 
 /// The value with the requests waiting on sleeping replicas, for the metrics that count held
 /// requests: they wait for capacity as held ones do.
-pub fn plus_requests(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut Steps) -> f64 {
-    let requests = in_flight(obs);
+pub fn plus_requests(policy: &Policy, asleep: &[Replica], v: f64, lines: &mut Steps) -> f64 {
+    let requests = in_flight(asleep);
     if requests <= 0.0 || !policy.metric.counts_held() {
         return v;
     }
@@ -36,11 +36,11 @@ pub fn plus_requests(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut
 
 /// The value with one target's worth for each sleeping replica: what the awake replicas need,
 /// with the sleeping ones kept beside them.
-pub fn plus_slots(policy: &Policy, obs: &Observation<'_>, v: f64, lines: &mut Steps) -> f64 {
-    if obs.asleep.is_empty() {
+pub fn plus_slots(policy: &Policy, asleep: &[Replica], v: f64, lines: &mut Steps) -> f64 {
+    if asleep.is_empty() {
         return v;
     }
-    let asleep = obs.asleep.len() as u32;
+    let asleep = asleep.len() as u32;
     let value = v + f64::from(asleep) * policy.target;
     lines.push(Step::Asleep {
         asleep,
@@ -55,7 +55,8 @@ mod tests {
     use super::*;
     use crate::control::activity::Activity;
     use crate::control::decision::{decide, ScalerState};
-    use crate::observe::metrics::{Counters, Replica, Server, Signals};
+    use crate::observe::metrics::{Counters, Server, Signals};
+    use crate::project::demand::Observation;
 
     fn replica(name: &str, running: f64, waiting: f64, asleep: bool) -> Replica {
         let signals = Signals {

@@ -83,7 +83,7 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         .map(|r| r.in_flight().unwrap_or(r.waiting()))
         .sum::<f64>()
         + held_read
-        + asleep::in_flight(obs);
+        + asleep::in_flight(obs.asleep);
     let (samples, reporting) = per_replica(policy, obs.replicas);
     let silent = (obs.replicas.len() as u32).saturating_sub(reporting);
     let not_voting = obs.missing.saturating_add(silent);
@@ -139,7 +139,7 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         lines.push(Step::PlusHeld { held, value: *v });
     }
     if let Some(v) = value.as_mut() {
-        *v = asleep::plus_requests(policy, obs, *v, &mut lines);
+        *v = asleep::plus_requests(policy, obs.asleep, *v, &mut lines);
     }
     Demand {
         value,
