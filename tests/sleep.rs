@@ -143,6 +143,15 @@ fn trigger(deployment: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The replicas KEDA's HPA asks for at threshold 4, once GetMetrics for `deployment`'s trigger
+/// answers `value`.
+async fn replicas_asked(c: &mut common::keda::Client, deployment: &str, value: f64) -> f64 {
+    let so = object(deployment, &trigger(deployment));
+    let name = format!("infscale-queue-{deployment}");
+    let v = value_when(c, &metrics_request(&so, &name), Some(value)).await;
+    (v / 4.0).ceil()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_gives_keda_no_capacity_for_a_sleeping_replica() {
     // vLLM: a busy replica (12 in flight) and one whose sleep gauge reads asleep.
@@ -179,30 +188,11 @@ async fn serve_gives_keda_no_capacity_for_a_sleeping_replica() {
     .await;
     let mut c = client(running.grpc).await;
     // KEDA's HPA asks for ceil(value / 4): 3 awake for the 12, and the sleeper kept.
-    let so = object("vllm", &trigger("vllm"));
-    let v = value_when(
-        &mut c,
-        &metrics_request(&so, "infscale-queue-vllm"),
-        Some(16.0),
-    )
-    .await;
-    assert_eq!((v / 4.0).ceil(), 4.0);
+    assert_eq!(replicas_asked(&mut c, "vllm", 16.0).await, 4.0);
     // 3 processing ask for 1 awake; the sleeping one is kept: 2.
-    let so = object("llama", &trigger("llama"));
-    let v = value_when(
-        &mut c,
-        &metrics_request(&so, "infscale-queue-llama"),
-        Some(7.0),
-    )
-    .await;
-    assert_eq!((v / 4.0).ceil(), 2.0);
+    assert_eq!(replicas_asked(&mut c, "llama", 7.0).await, 2.0);
     // Only a sleeping replica, nothing waiting: idle, and it is kept (no awake one ordered).
+    assert_eq!(replicas_asked(&mut c, "asleep", 4.0).await, 1.0);
     let so = object("asleep", &trigger("asleep"));
-    value_when(
-        &mut c,
-        &metrics_request(&so, "infscale-queue-asleep"),
-        Some(4.0),
-    )
-    .await;
     active_when(&mut c, &so, Ok(false), Duration::from_secs(10)).await;
 }
