@@ -115,13 +115,10 @@ impl Scraper {
                         Some(at) => self.scrape(&at, left, |b| props::read(b, "/props")).await,
                         None => Ok(Err("no /props address beside the page".to_owned())),
                     };
-                    match said {
-                        Ok(Ok(asleep)) => signals.asleep = asleep,
-                        Ok(Err(e)) => {
-                            tracing::debug!(pod = %pod.name, error = %e, "sleep state not read")
-                        }
+                    match said.map_err(|e| e.to_string()).and_then(|r| r) {
+                        Ok(asleep) => signals.asleep = asleep,
                         Err(e) => {
-                            tracing::debug!(pod = %pod.name, error = %e, "sleep state not read")
+                            tracing::debug!(pod = %pod.name, error = %e, "sleep state not read");
                         }
                     }
                 }
