@@ -26,6 +26,11 @@ fn decide(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("decide's JSON")
 }
 
+/// The value `decide` computed and the count it ordered.
+fn ordered(d: &serde_json::Value) -> (Option<f64>, Option<u64>) {
+    (d["value"].as_f64(), d["desired"].as_u64())
+}
+
 fn reasons(d: &serde_json::Value) -> String {
     d["reasons"].to_string()
 }
@@ -68,27 +73,12 @@ fn awake_props() -> Vec<u8> {
 #[test]
 fn decide_reads_a_sleeping_vllm_replica_as_no_capacity() {
     // 12 in flight on a busy replica; beside it one idle replica, awake or asleep.
-    let awake = decide(&[
-        "--target",
-        "4",
-        "fixtures/sim-loaded.prom",
-        "fixtures/vllm-idle.prom",
-    ]);
-    assert_eq!(
-        (awake["value"].as_f64(), awake["desired"].as_u64()),
-        (Some(12.0), Some(3))
-    );
-    let asleep = decide(&[
-        "--target",
-        "4",
-        "fixtures/sim-loaded.prom",
-        "fixtures/vllm-asleep.prom",
-    ]);
+    let busy = "fixtures/sim-loaded.prom";
+    let awake = decide(&["--target", "4", busy, "fixtures/vllm-idle.prom"]);
+    assert_eq!(ordered(&awake), (Some(12.0), Some(3)));
+    let asleep = decide(&["--target", "4", busy, "fixtures/vllm-asleep.prom"]);
     // The sleeper does not vote: the busy one's 12 ask for 3 awake, and it is kept beside them.
-    assert_eq!(
-        (asleep["value"].as_f64(), asleep["desired"].as_u64()),
-        (Some(16.0), Some(4))
-    );
+    assert_eq!(ordered(&asleep), (Some(16.0), Some(4)));
     assert!(reasons(&asleep).contains("1 replica(s) asleep"), "{asleep}");
     assert!(reasons(&asleep).contains("on 1 replica(s)"), "{asleep}");
 }
@@ -99,19 +89,11 @@ fn decide_reads_llamacpp_sleep_from_props() {
     let props = "fixtures/llamacpp-asleep.props.json";
     // Its page alone reads as one idle replica that is ready: it takes the 3 held.
     let d = decide(&["--target", "4", "--held", "3", page]);
-    assert_eq!(
-        (d["value"].as_f64(), d["desired"].as_u64()),
-        (Some(3.0), Some(1)),
-        "{d}"
-    );
+    assert_eq!(ordered(&d), (Some(3.0), Some(1)), "{d}");
     // With /props it sleeps: no replica is ready, so the 3 held are the demand, and an awake
     // replica is ordered beside the sleeping one.
     let d = decide(&["--target", "4", "--held", "3", page, "--props", props]);
-    assert_eq!(
-        (d["value"].as_f64(), d["desired"].as_u64()),
-        (Some(7.0), Some(2)),
-        "{d}"
-    );
+    assert_eq!(ordered(&d), (Some(7.0), Some(2)), "{d}");
     assert!(reasons(&d).contains("no ready replica"), "{d}");
     assert!(reasons(&d).contains("asleep"), "{d}");
     assert_eq!(d["active"].as_bool(), Some(true));
@@ -125,11 +107,7 @@ fn decide_fetches_props_beside_a_llamacpp_url() {
     );
     let url = sleeping.url("/metrics");
     let d = decide(&["--target", "4", &url]);
-    assert_eq!(
-        (d["value"].as_f64(), d["desired"].as_u64()),
-        (Some(4.0), Some(1)),
-        "{d}"
-    );
+    assert_eq!(ordered(&d), (Some(4.0), Some(1)), "{d}");
     assert!(reasons(&d).contains("asleep"), "{d}");
     assert_eq!(d["active"].as_bool(), Some(false), "nothing waits: idle");
 }
