@@ -8,7 +8,8 @@
 //! window; a request held at zero is served once a llama-server starts (a stand-in for KEDA starts
 //! it when `StreamIsActive` says true); held requests reach the server in the order they arrived
 //! (a byte relay in front of the server records the order); a stream passes through the activator
-//! in as many pieces as it leaves the server.
+//! in as many pieces as it leaves the server; a server asleep (`--sleep-idle-seconds`) is read
+//! from its `/props` as no capacity, and its wake is learned.
 
 mod common;
 
@@ -46,11 +47,22 @@ struct Llama {
 impl Llama {
     /// Starts a server on `addr` (`--metrics`, `parallel` slots, one thread) without waiting.
     fn spawn(built: &(String, String), addr: SocketAddr, parallel: u32) -> Llama {
+        Llama::spawn_with(built, addr, parallel, &[])
+    }
+
+    /// [`Llama::spawn`] with further flags.
+    fn spawn_with(
+        built: &(String, String),
+        addr: SocketAddr,
+        parallel: u32,
+        extra: &[&str],
+    ) -> Llama {
         let child = Command::new(&built.0)
             .args(["-m", &built.1, "--host", &addr.ip().to_string()])
             .args(["--port", &addr.port().to_string(), "--metrics"])
             .args(["--parallel", &parallel.to_string(), "-c", "8192", "-t", "1"])
             .args(["-tb", "1"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -649,4 +661,83 @@ async fn twenty_held_requests_are_released_with_none_late() {
         "{late} of 20 answered 4 s or more after the first: {after_first:?}"
     );
     drop(server);
+}
+
+/// Whether the server says it sleeps, on `/props`.
+async fn is_sleeping(server: &Llama) -> bool {
+    let props: serde_json::Value = reqwest::get(server.url("/props"))
+        .await
+        .expect("props")
+        .json()
+        .await
+        .expect("props JSON");
+    props["is_sleeping"]
+        .as_bool()
+        .expect("is_sleeping on /props")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sleeping_server_is_read_from_props_as_no_capacity_and_its_wake_learned() {
+    let Some(built) = built() else { return };
+    let server = Llama::spawn_with(
+        &built,
+        at(2, shared_port()),
+        1,
+        &["--sleep-idle-seconds", "1"],
+    );
+    server.healthy_within(Duration::from_secs(60)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !is_sleeping(&server).await {
+        assert!(Instant::now() < deadline, "the server never slept");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Asleep, it still passes its health check and its page reads idle.
+    let health = reqwest::get(server.url("/health")).await.expect("health");
+    assert_eq!(health.status(), 200);
+    assert_eq!(server.counts().await, (0, 0));
+    println!("asleep: /health 200, /metrics requests_processing 0, /props is_sleeping true");
+    let scaler = start(config_with_statics(&[(
+        "llama",
+        vec![server.url("/metrics")],
+    )]))
+    .await;
+    let mut c = client(scaler.grpc).await;
+    let metadata = [
+        ("server", "llamacpp".to_owned()),
+        ("threshold", "2".to_owned()),
+        ("scrapeIntervalSeconds", "0.2".to_owned()),
+    ];
+    let so = object("llama", &metadata);
+    let req = metrics_request(&so, "infscale-queue-llama");
+    // No capacity, kept in the count: the value is one target (1 replica), and it is idle.
+    assert_eq!(common::keda::value_when(&mut c, &req, Some(2.0)).await, 2.0);
+    assert!(
+        is_sleeping(&server).await,
+        "reading /props and /metrics did not wake it"
+    );
+    common::keda::active_when(&mut c, &so, Ok(false), Duration::from_secs(5)).await;
+    // A request wakes it: it runs, awake, and the value is its own.
+    let load = long_request(&server);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while is_sleeping(&server).await {
+        assert!(Instant::now() < deadline, "the request never woke it");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(common::keda::value_when(&mut c, &req, Some(1.0)).await, 1.0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let wake = loop {
+        let text = scaler.metrics_text().await;
+        if let Some(v) = text
+            .lines()
+            .find(|l| l.starts_with("infscale_wake_seconds{"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "no wake learned:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!("learned wake: {wake:.2} s (scrapes every 0.2 s)");
+    assert!(wake < 30.0, "{wake}");
+    load.abort();
 }

@@ -110,6 +110,7 @@ fn replicas(n: usize, running: f64, waiting: f64, kv: f64) -> Vec<Replica> {
                     running: Some(running),
                     waiting,
                     kv: Some(kv),
+                    asleep: None,
                     counters: Counters::default(),
                 },
                 None,
@@ -127,6 +128,7 @@ fn observe(now: f64, current: u32, replicas: &[Replica]) -> Observation<'_> {
         missing: 0,
         held: Some(0.0),
         scraped_at: Some(now),
+        asleep: &[],
         starting_since: &[],
     }
 }

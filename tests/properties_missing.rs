@@ -21,6 +21,7 @@ fn replica(i: usize, running: f64) -> Replica {
             running: Some(running),
             waiting: 0.0,
             kv: None,
+            asleep: None,
             counters: Counters::default(),
         },
         None,
@@ -70,6 +71,7 @@ proptest! {
             missing,
             held: Some(0.0),
             scraped_at: Some(0.0),
+            asleep: &[],
             starting_since: &[],
         };
         let policy = Policy::new(Metric::Queue, target);

@@ -52,6 +52,7 @@ fn library(pages: &[Vec<u8>], missing: u32, spec: &str) -> (Option<f64>, u32) {
         missing,
         held: Some(0.0),
         scraped_at: Some(0.0),
+        asleep: &[],
         starting_since: &[],
     };
     let policy = Policy::parse(spec).expect("policy parses");

@@ -41,6 +41,7 @@ fn decided_value(pages: &[&str], held: f64) -> f64 {
         missing: 0,
         held: Some(held),
         scraped_at: Some(0.0),
+        asleep: &[],
         starting_since: &[],
     };
     evaluate(

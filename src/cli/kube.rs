@@ -88,12 +88,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     save_state(args.state.as_deref(), &state)?;
     let outcomes = &reading.fleet.outcomes;
     println!(
-        "deployment {}/{}: spec.replicas {}, ready pods {}, read {}",
+        "deployment {}/{}: spec.replicas {}, ready pods {}, read {}, asleep {}",
         args.namespace,
         args.deployment,
         reading.current,
         outcomes.len(),
-        reading.fleet.replicas.len()
+        reading.fleet.replicas.len() + reading.fleet.asleep.len(),
+        reading.fleet.asleep.len()
     );
     if !outcomes.is_empty() {
         print!("{}", table::render(outcomes));

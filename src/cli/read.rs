@@ -1,12 +1,13 @@
 //! Fetching the sources named on the command line, then [`crate::scaling::fleet::read`] turns
 //! them into replicas, with rates where an earlier page exists (`--previous`, a second scrape
-//! `--interval` seconds later, or the state file).
+//! `--interval` seconds later, or the state file), and llama.cpp's sleep state from its
+//! `/props` (`--props`, or beside a URL source).
 
 use super::checks::positive_seconds;
 use crate::edge::source::{Reader, DEFAULT_MAX_BYTES};
 use crate::limits::{MAX_CORES, MAX_PAGE_BYTES};
 use crate::metrics::rates::Snapshot;
-use crate::metrics::{read_page, ServerChoice};
+use crate::metrics::{props, read_page, ServerChoice};
 use crate::scaling::fleet::{self, Fetched, Fleet, Input};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -22,6 +23,11 @@ pub struct SourceArgs {
     /// An earlier page of the same replica, for rates; repeat it once per source, in order.
     #[arg(long, value_name = "FILE|URL")]
     pub previous: Vec<String>,
+    /// llama.cpp's `/props` answer of the same replica, for its sleep state (its page does not
+    /// carry it); repeat it once per source, in order. Without it, a URL source whose page is
+    /// llama.cpp's has the `/props` beside it fetched.
+    #[arg(long, value_name = "FILE|URL")]
+    pub props: Vec<String>,
     /// Seconds between the earlier page and the current one (default 15 with --previous).
     /// Without --previous, URL sources are scraped twice this many seconds apart.
     #[arg(long, value_name = "SECONDS")]
@@ -53,6 +59,13 @@ pub async fn read_all(
         bail!(
             "--previous was given {} time(s) for {} source(s): give one earlier page per source",
             args.previous.len(),
+            sources.len()
+        );
+    }
+    if !args.props.is_empty() && args.props.len() != sources.len() {
+        bail!(
+            "--props was given {} time(s) for {} source(s): give one per source",
+            args.props.len(),
             sources.len()
         );
     }
@@ -122,17 +135,28 @@ pub async fn read_all(
             Err(e) => return Err(e.into()),
         });
     }
+    // Each page read, with llama.cpp's sleep state from its /props.
+    let mut fetched = Vec::with_capacity(sources.len());
+    for (i, (source, page)) in sources.iter().zip(&pages).enumerate() {
+        fetched.push(match page {
+            Ok(bytes) => {
+                let mut read = read_page(bytes, args.server);
+                if let Some(signals) = read.signals.as_mut().ok().filter(|s| props::wanted(s)) {
+                    signals.asleep = sleep_state(&reader, args.props.get(i), source).await?;
+                }
+                Fetched::Read(read)
+            }
+            Err(e) => Fetched::Failed(e.clone()),
+        });
+    }
     // Positional, not by name: the same source may stand for two replicas.
     let inputs = sources
         .iter()
-        .zip(&pages)
+        .zip(fetched)
         .zip(&earlier)
-        .map(|((source, page), earlier)| Input {
+        .map(|((source, fetched), earlier)| Input {
             name: source.clone(),
-            fetched: match page {
-                Ok(bytes) => Fetched::Page(bytes),
-                Err(e) => Fetched::Failed(e.clone()),
-            },
+            fetched,
             earlier: earlier.as_ref(),
             cpu_request_cores: args.cpu_request,
         });
@@ -141,4 +165,27 @@ pub async fn read_all(
         fleet.remember(map);
     }
     Ok(fleet)
+}
+
+/// A llama.cpp replica's sleep state: from its `--props` (a file or URL that cannot be read is an
+/// error), else from the `/props` beside a URL source (one that cannot be read leaves it unknown).
+async fn sleep_state(
+    reader: &Reader,
+    given: Option<&String>,
+    source: &str,
+) -> anyhow::Result<Option<bool>> {
+    if let Some(given) = given {
+        let body = reader.read(given).await?;
+        return props::read(&body, given).map_err(anyhow::Error::msg);
+    }
+    let Some(at) = Reader::is_url(source)
+        .then(|| props::beside_url(source))
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    Ok(match reader.read(&at).await {
+        Ok(body) => props::read(&body, &at).ok().flatten(),
+        Err(_) => None,
+    })
 }

@@ -218,6 +218,7 @@ fn scaler_page() -> String {
     series.config_error("server", "vllm");
     series.report(Some(1.0), Some(true));
     series.cold_start(90.0);
+    series.wake(0.5);
     series.write_counter("ok").inc();
     series.activator_up(true);
     series.activator_route(true);

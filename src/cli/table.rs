@@ -36,9 +36,13 @@ fn cells(read: &ReplicaRead) -> [String; 9] {
 }
 
 fn row(r: &Replica, skipped: String) -> [String; 9] {
+    let server = match r.signals.asleep {
+        Some(true) => format!("{} (asleep)", r.signals.server),
+        _ => r.signals.server.to_string(),
+    };
     [
         r.name.clone(),
-        r.signals.server.to_string(),
+        server,
         number(r.running(), 0),
         number(Some(r.waiting()), 0),
         number(r.kv(), 2),

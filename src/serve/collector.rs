@@ -24,13 +24,14 @@ use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
 use crate::metrics::profile::ProfileError;
 use crate::metrics::rates::Snapshot;
-use crate::metrics::{read_page, PageRead};
+use crate::metrics::PageRead;
 use crate::scaling::cold_start::{ColdStarts, HoldTimer};
 use crate::scaling::cycle::Cycle;
 use crate::scaling::deletion_cost::metric_values;
 use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
 use crate::scaling::path::{PathFacts, PathRule};
 use crate::scaling::reasons::no_value_text;
+use crate::scaling::wake::WakeTimer;
 use crate::scaling::Observation;
 use crate::scaling::{evaluate, Activity, ScalerState};
 use std::collections::{BTreeMap, HashMap};
@@ -112,10 +113,20 @@ struct Scraped {
 }
 
 impl Pods {
+    /// The ready replicas: read awake, or unread (a replica read asleep is not ready).
     fn ready(&self) -> Option<usize> {
         match self {
             Pods::Unknown(_) => None,
             Pods::Read(s) => Some(s.fleet.replicas.len() + s.fleet.unread() as usize),
+        }
+    }
+
+    /// The ready replicas and those read asleep: the pods there are, for timing a start from
+    /// zero (a sleeping replica woken is a wake, not a cold start).
+    fn present(&self) -> Option<usize> {
+        match self {
+            Pods::Unknown(_) => None,
+            Pods::Read(s) => Some(s.fleet.asleep.len() + self.ready().unwrap_or(0)),
         }
     }
 }
@@ -160,6 +171,9 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     // The cold start learned from the pods' starts (`lookaheadSeconds: auto`).
     let mut cold = ColdStarts::default();
     let mut wake = HoldTimer::default();
+    // The wakes of sleeping replicas, learned apart.
+    let mut wakes = ColdStarts::wakes();
+    let mut sleepers = WakeTimer::default();
     if spec.policy.lookahead_auto {
         series.cold_start(spec.policy.lookahead_s);
     }
@@ -228,8 +242,13 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             spec.policy.activation,
         );
         // Pod times are wall-clock times: a wake is timed on the same clock.
-        if let Some((name, from, ready)) = wake.note(pods.ready(), held, wall_clock_s()) {
+        if let Some((name, from, ready)) = wake.note(pods.present(), held, wall_clock_s()) {
             take(&mut cold, [(name.as_str(), from, ready)], &series);
+        }
+        if let (true, Pods::Read(s)) = (scraped, &pods) {
+            let woke = sleepers.note(&s.fleet, held, s.started_at);
+            let woke = woke.iter().map(|(n, from, at)| (n.as_str(), *from, *at));
+            take(&mut wakes, woke, &series);
         }
         if !cycle.wants_evaluation(scraped, held) {
             continue;
@@ -348,8 +367,8 @@ fn learn(cold: &mut ColdStarts, round: &Round, series: &TriggerSeries) {
     take(cold, starts, series);
 }
 
-/// Takes starts `(name, from, ready)` into the learned cold start; logs and exports it when
-/// one was new.
+/// Takes starts `(name, from, ready)` into the learned cold start (or, for
+/// [`ColdStarts::wakes`], the learned wake); logs and exports it when one was new.
 fn take<'a>(
     cold: &mut ColdStarts,
     starts: impl IntoIterator<Item = (&'a str, f64, f64)>,
@@ -359,7 +378,13 @@ fn take<'a>(
     for (name, from, ready) in starts {
         taken |= cold.observe(name, from, ready);
     }
-    if let (true, Some(learned)) = (taken, cold.learned()) {
+    let (true, Some(learned)) = (taken, cold.learned()) else {
+        return;
+    };
+    if cold.is_wakes() {
+        tracing::info!(wake_s = learned, wakes = cold.len(), "learned wake");
+        series.wake(learned);
+    } else {
         tracing::info!(
             cold_start_s = learned,
             starts = cold.len(),
@@ -429,7 +454,7 @@ async fn one_round(shared: &Shared, spec: &TargetSpec, discovery: &mut Option<Di
     let server = spec.server;
     let pages = shared
         .scraper
-        .scrape_each(&pods, spec.scrape_timeout, |page| read_page(page, server))
+        .scrape_each(&pods, spec.scrape_timeout, server)
         .await;
     Round::Scraped {
         started_at,

@@ -6,11 +6,14 @@
 //! a stuck collector. The page's bytes are charged to the [`MemoryBudget`] shared by every target
 //! as they arrive, and the page is read (parsed) while the scrape still holds its permit and its
 //! charge, then dropped: no page outlives its scrape slot, so at most
-//! `--max-concurrent-scrapes` pages are held at once, within the budget.
+//! `--max-concurrent-scrapes` pages are held at once, within the budget. A llama.cpp pod's
+//! `/props` is fetched beside its page the same way: its sleep state is said there.
 
 use super::budget::{read_charged, Charge, MemoryBudget, ReadError};
 use super::discovery::{Address, PodEndpoint};
 use crate::edge::source::{cause, error_body, status_message, Cause};
+use crate::metrics::props;
+use crate::metrics::{read_page, PageRead, ServerChoice};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -59,11 +62,12 @@ pub struct Scraper {
 }
 
 impl Scraper {
-    /// The pod's page as `read` reads it, or why there is none, within `timeout` (waiting for a
-    /// permit included). The page is read within the scrape's permit and charge, and dropped.
-    pub async fn scrape<T>(
+    /// What `address` answers, as `read` reads it, or why there is none, within `timeout`
+    /// (waiting for a permit included). The body is read within the scrape's permit and charge,
+    /// and dropped.
+    async fn scrape<T>(
         &self,
-        pod: &PodEndpoint,
+        address: &Address,
         timeout: Duration,
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<T, ScrapeError> {
@@ -75,7 +79,7 @@ impl Scraper {
                 })
             })?;
             let mut charge = self.budget.charge(self.budget.page_share());
-            let page = match &pod.address {
+            let page = match address {
                 Address::Url(url) => self.fetch(url, &mut charge).await,
                 Address::Proxy(path) => self.via_proxy(path, &mut charge).await,
             }?;
@@ -86,18 +90,39 @@ impl Scraper {
             .map_err(|_| ScrapeError::Timeout(timeout))?
     }
 
-    /// Every pod's page at once as `read` reads it (each within `timeout`, all bounded by the
-    /// shared permits and budget), with how long each took, in the order of `pods`.
-    pub async fn scrape_each<T>(
+    /// Every pod's page at once, read with `server`'s profile (each within `timeout`, all
+    /// bounded by the shared permits and budget), with how long each took, in the order of
+    /// `pods`. A llama.cpp page's sleep state is read from the `/props` beside it, within what is
+    /// left of the timeout; one that cannot be read leaves it unknown (the page still votes).
+    pub async fn scrape_each(
         &self,
         pods: &[PodEndpoint],
         timeout: Duration,
-        read: impl Fn(&[u8]) -> T,
-    ) -> Vec<(Result<T, ScrapeError>, Duration)> {
-        let read = &read;
+        server: ServerChoice,
+    ) -> Vec<(Result<PageRead, ScrapeError>, Duration)> {
         futures::future::join_all(pods.iter().map(|pod| async move {
             let started = std::time::Instant::now();
-            let page = self.scrape(pod, timeout, read).await;
+            let read = |page: &[u8]| read_page(page, server);
+            let mut page = self.scrape(&pod.address, timeout, read).await;
+            if let Ok(PageRead {
+                signals: Ok(signals),
+                ..
+            }) = &mut page
+            {
+                if props::wanted(signals) {
+                    let left = timeout.saturating_sub(started.elapsed());
+                    let said = match props_address(&pod.address) {
+                        Some(at) => self.scrape(&at, left, |b| props::read(b, "/props")).await,
+                        None => Ok(Err("no /props address beside the page".to_owned())),
+                    };
+                    match said.map_err(|e| e.to_string()).and_then(|r| r) {
+                        Ok(asleep) => signals.asleep = asleep,
+                        Err(e) => {
+                            tracing::debug!(pod = %pod.name, error = %e, "sleep state not read");
+                        }
+                    }
+                }
+            }
             (page, started.elapsed())
         }))
         .await
@@ -161,5 +186,13 @@ impl Scraper {
             .await
             .map_err(|e| transport(format!("through the API server's pod proxy: {e}")))?;
         self.page(response, charge).await
+    }
+}
+
+/// Where llama.cpp's `/props` is, beside the page at `page`.
+fn props_address(page: &Address) -> Option<Address> {
+    match page {
+        Address::Url(u) => props::beside_url(u).map(Address::Url),
+        Address::Proxy(path) => Some(Address::Proxy(props::beside(path))),
     }
 }

@@ -94,9 +94,7 @@ pub async fn decide_once(
         .filter_map(|p| shape.endpoint(p))
         .collect();
     let pages = scraper
-        .scrape_each(&endpoints, target.timeout, |page| {
-            crate::metrics::read_page(page, target.server)
-        })
+        .scrape_each(&endpoints, target.timeout, target.server)
         .await;
     let inputs = endpoints
         .iter()

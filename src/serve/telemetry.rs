@@ -25,6 +25,7 @@ pub struct Telemetry {
     pub value: Family<Labels, Gauge<f64, AtomicU64>>,
     pub active: Family<Labels, Gauge>,
     pub cold_start: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub wake: Family<Labels, Gauge<f64, AtomicU64>>,
     pub activator_up: Family<Labels, Gauge>,
     pub activator_route: Family<Labels, Gauge>,
     pub config_errors: Family<Labels, Gauge>,
@@ -49,6 +50,7 @@ impl Telemetry {
         let value = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let active = Family::<Labels, Gauge>::default();
         let cold_start = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        let wake = Family::<Labels, Gauge<f64, AtomicU64>>::default();
         let activator_up = Family::<Labels, Gauge>::default();
         let activator_route = Family::<Labels, Gauge>::default();
         let config_errors = Family::<Labels, Gauge>::default();
@@ -80,6 +82,11 @@ impl Telemetry {
             "cold_start_seconds",
             "A target's learned cold start, pod creation to Ready (the median of recent starts; the horizon of lookaheadSeconds: auto)",
             cold_start.clone(),
+        );
+        registry.register(
+            "wake_seconds",
+            "A target's learned wake, a replica read asleep to read awake (the median of recent wakes, apart from the cold start)",
+            wake.clone(),
         );
         registry.register(
             "activator_up",
@@ -119,6 +126,7 @@ impl Telemetry {
             value,
             active,
             cold_start,
+            wake,
             activator_up,
             activator_route,
             config_errors,
@@ -225,6 +233,11 @@ impl TriggerSeries {
             .set(seconds);
     }
 
+    /// The target's learned wake from sleep.
+    pub fn wake(&self, seconds: f64) {
+        self.telemetry.wake.get_or_create(&self.labels).set(seconds);
+    }
+
     /// The counter of deletion-cost writes that ended as `result` (ok, failed).
     pub fn write_counter(&self, result: &str) -> Counter {
         let l = self.with("result", result);
@@ -260,6 +273,7 @@ impl Drop for TriggerSeries {
         t.value.remove(&self.labels);
         t.active.remove(&self.labels);
         t.cold_start.remove(&self.labels);
+        t.wake.remove(&self.labels);
         t.activator_up.remove(&self.labels);
         t.activator_route.remove(&self.labels);
         if let Ok(extra) = self.extra.lock() {

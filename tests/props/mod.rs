@@ -82,6 +82,7 @@ pub fn replica(i: usize, l: &Load) -> Replica {
             running: Some(f64::from(l.running)),
             waiting: f64::from(l.waiting),
             kv: None,
+            asleep: None,
             counters: Counters::default(),
         },
         rates,
@@ -127,6 +128,7 @@ pub fn observe<'a>(now: f64, current: u32, pods: &'a [Replica], r: &Reading) -> 
         missing: r.missing,
         held: Some(f64::from(r.held)),
         scraped_at: Some(now),
+        asleep: &[],
         starting_since: &[],
     }
 }

@@ -6,7 +6,9 @@ pub use crate::control::{
     activity, cycle, decision, deletion_cost, hold, hpa, keda, path, reasons, several,
 };
 pub use crate::policy::{self, exports, keys, scaled_object};
-pub use crate::project::{capacity, cold_start, demand, fleet, floors, forecast, lookahead, work};
+pub use crate::project::{
+    asleep, capacity, cold_start, demand, fleet, floors, forecast, lookahead, wake, work,
+};
 
 pub use crate::control::activity::Activity;
 pub use crate::control::decision::{

@@ -10,6 +10,7 @@ pub use crate::control::memory::ScalerState;
 use crate::control::reasons::{ActivityCause, NoValue, Step, Steps, Window};
 use crate::control::several;
 use crate::policy::{Forecast, Metric, Policy};
+use crate::project::asleep;
 use crate::project::demand::{fmt, measure, Demand, Observation};
 use crate::project::floors;
 use crate::project::forecast;
@@ -95,6 +96,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     // flight, or a queue's drain, grows with the backlog, not with the arrivals).
     let need_now = work_arriving.map(|w| w / policy.target);
     let value = value.map(|v| reserve_floor(policy, state, need_now, obs, v, &mut lines));
+    let value = value.map(|v| asleep::plus_slots(policy, obs.asleep, v, &mut lines));
     let (activity, cause) = activity::judge(&Facts {
         in_flight: demand.in_flight,
         activation: policy.activation,

@@ -89,18 +89,19 @@ pub fn metric_values(
 
 /// What one scrape round says: each replica read, with its in-flight requests (running +
 /// waiting, as read) and the cost it carries, and whether a scale-down is near (judged on the
-/// Ready count: those read and those not). `carried(pod)` is `None` for a pod that may not be
-/// written (nothing vouches for it), else the cost it carries. A replica not read keeps its
-/// cost: its load is not known.
+/// Ready count: those read, asleep or not, and those not read; the value keeps the sleeping
+/// ones). `carried(pod)` is `None` for a pod that may not be written (nothing vouches for it),
+/// else the cost it carries. A replica not read keeps its cost: its load is not known.
 pub fn round(
     fleet: &Fleet,
     values: &[(Option<f64>, f64)],
     carried: impl Fn(&str) -> Option<Option<i32>>,
 ) -> (Vec<PodCost>, bool) {
-    let ready = fleet.replicas.len() as u32 + fleet.unread();
+    let ready = (fleet.replicas.len() + fleet.asleep.len()) as u32 + fleet.unread();
     let pods = fleet
         .replicas
         .iter()
+        .chain(&fleet.asleep)
         .filter_map(|r| {
             let in_flight = r.running().unwrap_or(0.0) + r.waiting();
             Some(PodCost {

@@ -159,6 +159,11 @@ pub enum Step {
         held: f64,
         value: f64,
     },
+    /// Requests waiting on replicas read as asleep, added as held ones are.
+    AsleepRequests {
+        requests: f64,
+        value: f64,
+    },
     /// `work`'s demand on its fitted line.
     Work {
         now: f64,
@@ -257,6 +262,12 @@ pub enum Step {
         target: f64,
     },
     /// The `IsActive` answer and its rule.
+    /// Replicas read as asleep: no capacity, one target's worth each kept in the count.
+    Asleep {
+        asleep: u32,
+        target: f64,
+        value: f64,
+    },
     Activity(ActivityCause),
     /// A further metric's value, or why it has none.
     Also {

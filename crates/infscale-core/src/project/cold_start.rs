@@ -27,13 +27,36 @@ struct Start {
     seconds: f64,
 }
 
+/// The wakes' lower bound, seconds: a wake from sleep takes well under a second at 8B.
+pub const WAKE_FLOOR_S: f64 = 0.1;
+
 /// The starts seen of one target.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ColdStarts {
     starts: Vec<Start>,
+    /// The learned value's lower bound: [`BOUNDS`]'s for cold starts, [`WAKE_FLOOR_S`] for wakes.
+    floor: f64,
+}
+
+impl Default for ColdStarts {
+    fn default() -> Self {
+        ColdStarts {
+            starts: Vec::new(),
+            floor: BOUNDS.0,
+        }
+    }
 }
 
 impl ColdStarts {
+    /// The wakes of one target, from asleep to awake ([`crate::project::wake`]): a start path
+    /// of its own, learned apart from the cold start, with the same median and a lower floor.
+    pub fn wakes() -> Self {
+        ColdStarts {
+            starts: Vec::new(),
+            floor: WAKE_FLOOR_S,
+        }
+    }
+
     /// Records that `pod`, created at `created_s`, became Ready at `ready_s` (both on one
     /// clock). A pod already recorded, a negative or non-finite duration is ignored. Returns
     /// whether the sample was taken.
@@ -64,6 +87,11 @@ impl ColdStarts {
         true
     }
 
+    /// Whether these are wakes ([`ColdStarts::wakes`]).
+    pub fn is_wakes(&self) -> bool {
+        self.floor < BOUNDS.0
+    }
+
     /// How many starts the estimate rests on.
     pub fn len(&self) -> usize {
         self.starts.len()
@@ -73,7 +101,8 @@ impl ColdStarts {
         self.starts.is_empty()
     }
 
-    /// The median of the recent starts, bounded to [`BOUNDS`]; `None` before any is seen.
+    /// The median of the recent starts, bounded to [`BOUNDS`] (from [`WAKE_FLOOR_S`] for
+    /// wakes); `None` before any is seen.
     pub fn learned(&self) -> Option<f64> {
         let mut s: Vec<f64> = self.starts.iter().map(|s| s.seconds).collect();
         if s.is_empty() {
@@ -86,7 +115,7 @@ impl ColdStarts {
         } else {
             (s[n / 2 - 1] + s[n / 2]) / 2.0
         };
-        Some(median.clamp(BOUNDS.0, BOUNDS.1))
+        Some(median.clamp(self.floor, BOUNDS.1))
     }
 
     /// The horizon to use: the learned value, or `prior` before any start is seen.

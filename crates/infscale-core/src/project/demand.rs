@@ -12,13 +12,15 @@
 //! direction), and the value returned is the one that makes the HPA ask for that count. With no
 //! replica readable, or the pods not known, there is no value at all, never a zero; except that
 //! requests held at the activator before the pods are known are the value (it holds only while
-//! no replica is ready).
+//! no replica is ready). Replicas read as asleep do not vote; the requests waiting on them count
+//! as held ([`crate::project::asleep`]).
 
 use crate::control::hpa::replicas::{self, per_pod, Pod, PodTarget};
 use crate::control::reasons::{Measured, MissingRule, NoValue, Step, Steps};
 use crate::observe::metrics::histogram::Histogram;
 use crate::observe::metrics::Replica;
 use crate::policy::{Metric, Policy};
+use crate::project::asleep;
 
 /// What the decision sees at one moment.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +35,9 @@ pub struct Observation<'a> {
     pub replicas: &'a [Replica],
     /// Ready replicas that could not be read.
     pub missing: u32,
+    /// Replicas read as asleep (their server says so): no capacity, never idle-and-ready;
+    /// requests waiting on them count as held ([`crate::project::asleep`]).
+    pub asleep: &'a [Replica],
     /// Requests held at the activator for this target (0 without one); `None` when the
     /// activator's count cannot be read.
     pub held: Option<f64>,
@@ -77,7 +82,8 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         .iter()
         .map(|r| r.in_flight().unwrap_or(r.waiting()))
         .sum::<f64>()
-        + held_read;
+        + held_read
+        + asleep::in_flight(obs.asleep);
     let (samples, reporting) = per_replica(policy, obs.replicas);
     let silent = (obs.replicas.len() as u32).saturating_sub(reporting);
     let not_voting = obs.missing.saturating_add(silent);
@@ -131,6 +137,9 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
     if let (Some(v), true) = (value.as_mut(), held_outside) {
         *v += held;
         lines.push(Step::PlusHeld { held, value: *v });
+    }
+    if let Some(v) = value.as_mut() {
+        *v = asleep::plus_requests(policy, obs.asleep, *v, &mut lines);
     }
     Demand {
         value,

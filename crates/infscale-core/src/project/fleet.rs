@@ -5,7 +5,9 @@
 //!
 //! A page is read with the server's profile; a replica with an earlier reading gets rates
 //! since it; a replica that gave no page, or a page without its server's series, is unread (it
-//! does not vote and is never idle); a source where nothing listens is not a replica at all.
+//! does not vote and is never idle); a replica whose server says it sleeps is read but kept
+//! apart (no capacity: it does not vote); a source where nothing listens is not a replica at
+//! all.
 
 use crate::observe::metrics::exposition::Scan;
 use crate::observe::metrics::rates::{Rates, Snapshot};
@@ -71,11 +73,14 @@ pub struct ReplicaRead {
     pub snapshot: Option<Snapshot>,
 }
 
-/// The round: every replica's outcome, and those that vote.
+/// The round: every replica's outcome, those that vote, and those read as asleep.
 #[derive(Debug, Default)]
 pub struct Fleet {
     pub outcomes: Vec<ReplicaRead>,
+    /// The replicas that vote: read, and not asleep.
     pub replicas: Vec<Replica>,
+    /// Replicas whose server says it sleeps: read, but no capacity.
+    pub asleep: Vec<Replica>,
 }
 
 impl Fleet {
@@ -84,6 +89,7 @@ impl Fleet {
         Fleet {
             outcomes: Vec::new(),
             replicas: Vec::new(),
+            asleep: Vec::new(),
         }
     }
 
@@ -110,6 +116,7 @@ impl Fleet {
             status,
             replicas: &self.replicas,
             missing: self.unread(),
+            asleep: &self.asleep,
             held,
             scraped_at,
             starting_since: &[],
@@ -164,8 +171,10 @@ pub fn read<'a>(
                 }
             })
         });
-        if let Some(Ok(r)) = &vote {
-            fleet.replicas.push(r.clone());
+        match &vote {
+            Some(Ok(r)) if r.signals.asleep == Some(true) => fleet.asleep.push(r.clone()),
+            Some(Ok(r)) => fleet.replicas.push(r.clone()),
+            _ => {}
         }
         fleet.outcomes.push(ReplicaRead {
             name: input.name,

@@ -403,6 +403,7 @@ impl SimReplica {
             running: Some(self.scheduled() as f64),
             waiting: self.unscheduled() as f64,
             kv: Some((self.kv_tokens / kv_capacity).min(1.0)),
+            asleep: None,
             counters: Counters {
                 output_tokens: Some(self.generation_tokens),
                 prompt_tokens: Some(self.prompt_tokens),

@@ -13,6 +13,7 @@ fn replica(running: f64, waiting: f64) -> Replica {
             running: Some(running),
             waiting,
             kv: None,
+            asleep: None,
             counters: Counters::default(),
         },
         None,
@@ -34,6 +35,7 @@ fn observe(now: f64, current: u32, replicas: &[Replica], held: f64) -> Observati
         missing: 0,
         held: Some(held),
         scraped_at: Some(now),
+        asleep: &[],
         starting_since: &[],
     }
 }

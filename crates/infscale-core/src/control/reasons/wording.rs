@@ -421,6 +421,12 @@ fn measure(f: &mut Formatter<'_>, step: &Step) -> Result {
         Step::PlusHeld { held, value } => {
             write!(f, "+ {} held at the activator = {}", fmt(held), fmt(value))
         }
+        Step::AsleepRequests { requests, value } => write!(
+            f,
+            "+ {} waiting on replicas asleep (they serve nothing until woken) = {}",
+            fmt(requests),
+            fmt(value)
+        ),
         Step::Work {
             now,
             window_s,
@@ -574,6 +580,7 @@ impl Display for Step {
             | Step::CountedMissing { .. }
             | Step::HeldUnreadAsZero
             | Step::PlusHeld { .. }
+            | Step::AsleepRequests { .. }
             | Step::Work { .. } => measure(f, self),
             Step::NoLookahead
             | Step::Forecast { .. }
@@ -587,6 +594,17 @@ impl Display for Step {
             | Step::Saturated { .. }
             | Step::Hold { .. }
             | Step::Reserve { .. } => floor(f, self),
+            Step::Asleep {
+                asleep,
+                target,
+                value,
+            } => write!(
+                f,
+                "{asleep} replica(s) asleep, read from the server's sleep state: no capacity, not \
+                 ready; kept in the count, + {asleep} x {} = {}",
+                fmt(*target),
+                fmt(*value)
+            ),
             Step::Activity(cause) => cause.fmt(f),
             Step::Also { .. }
             | Step::Proposal { .. }

@@ -5,10 +5,12 @@
 //! into [`Signals`]; [`rates`] turns two scrapes of the same replica into rates (output tokens/s,
 //! CPU, Triton's occupancies, the TTFT observations of the interval), [`histogram`] holds the
 //! quantile arithmetic, and [`replica`] bundles a replica's signals and rates for the decision.
+//! [`props`] reads the sleep state llama.cpp says on `/props` rather than on its page.
 
 pub mod exposition;
 pub mod histogram;
 pub mod profile;
+pub mod props;
 pub mod rates;
 pub mod replica;
 

@@ -122,6 +122,10 @@ pub struct Profile {
     /// Whether the server's page carries the process collector's [`CPU_SECONDS`] (Python's
     /// Prometheus client exports it by default; llama.cpp, TGI and Triton do not).
     pub process_cpu: bool,
+    /// A gauge that reads 1 while the engine is awake and 0 while it sleeps, per label set (one
+    /// per engine); the replica is asleep when any engine's reads 0. Empty where the page
+    /// carries no sleep state (llama.cpp says it on `/props`: [`super::props`]).
+    pub awake: &'static [&'static str],
 }
 
 /// The CPU counter a server's process collector exports (where it has one: `process_cpu`).
@@ -138,6 +142,9 @@ static PROFILES: [Profile; 6] = [
         ttft_buckets: Some(("vllm:time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
         process_cpu: true,
+        // vllm/v1/metrics/loggers.py: one series per engine and `sleep_state` (awake,
+        // weights_offloaded, discard_all), 1 on the current one; always exported.
+        awake: &["vllm:engine_sleep_state{sleep_state=\"awake\"}"],
     },
     Profile {
         server: Server::LlamaCpp,
@@ -150,6 +157,7 @@ static PROFILES: [Profile; 6] = [
         ttft_buckets: None,
         durations: None,
         process_cpu: false,
+        awake: &[],
     },
     Profile {
         server: Server::Sglang,
@@ -161,6 +169,7 @@ static PROFILES: [Profile; 6] = [
         ttft_buckets: Some(("sglang:time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
         process_cpu: true,
+        awake: &[],
     },
     Profile {
         server: Server::Tgi,
@@ -172,6 +181,7 @@ static PROFILES: [Profile; 6] = [
         ttft_buckets: None,
         durations: None,
         process_cpu: false,
+        awake: &[],
     },
     Profile {
         server: Server::Triton,
@@ -187,6 +197,7 @@ static PROFILES: [Profile; 6] = [
             "nv_inference_compute_infer_duration_us",
         ]),
         process_cpu: false,
+        awake: &[],
     },
     // trtllm-serve's names (tensorrt_llm/metrics/collector.py), then the Triton TensorRT-LLM
     // backend's (its README, "Triton Metrics"): "active" is the in-flight batch, "waiting" the
@@ -210,6 +221,7 @@ static PROFILES: [Profile; 6] = [
         ttft_buckets: Some(("trtllm_time_to_first_token_seconds_bucket", 1.0)),
         durations: None,
         process_cpu: true,
+        awake: &[],
     },
 ];
 
@@ -256,6 +268,10 @@ pub struct Signals {
     pub waiting: f64,
     /// KV-cache usage 0..1, where the server exports it.
     pub kv: Option<f64>,
+    /// Whether the server says it sleeps (its weights or KV cache released, nothing served
+    /// until woken); `None` where it does not say.
+    #[serde(default)]
+    pub asleep: Option<bool>,
     pub counters: Counters,
 }
 
@@ -332,6 +348,7 @@ enum Field {
     PromptTokens,
     Ttft,
     Duration(usize),
+    Awake,
 }
 
 /// Where a wanted series goes: the shared CPU counter, or one field of one server.
@@ -353,6 +370,8 @@ struct Tally {
     /// A bucket past [`MAX_BUCKETS`] was refused: the histogram is not read.
     ttft_overflow: bool,
     durations: [Option<f64>; 3],
+    /// The lowest awake gauge over the label sets.
+    awake: Option<f64>,
 }
 
 /// One series looked for: its metric name, the label it must carry (if any), and where it goes.
@@ -393,6 +412,7 @@ impl Accumulator {
                 (profile.waiting, Field::Waiting),
                 (profile.output_tokens, Field::OutputTokens),
                 (profile.prompt_tokens, Field::PromptTokens),
+                (profile.awake, Field::Awake),
             ];
             for (list, field) in fields {
                 names.extend(list.iter().map(|n| wanted(n, slot(field))));
@@ -483,6 +503,7 @@ impl Accumulator {
             running: tally.running,
             waiting,
             kv: tally.kv[0].or(tally.kv[1]),
+            asleep: tally.awake.map(|awake| awake < 0.5),
             counters: Counters {
                 output_tokens: tally.output_tokens,
                 prompt_tokens: tally.prompt_tokens,
@@ -537,6 +558,7 @@ impl Visitor for Accumulator {
             Field::OutputTokens => add(&mut tally.output_tokens, value),
             Field::PromptTokens => add(&mut tally.prompt_tokens, value),
             Field::Duration(i) => add(&mut tally.durations[i.min(2)], value),
+            Field::Awake => tally.awake = Some(tally.awake.map_or(value, |a| a.min(value))),
             Field::Ttft => {
                 let le = sample
                     .label("le")

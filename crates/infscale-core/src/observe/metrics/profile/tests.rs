@@ -54,6 +54,35 @@ fn vllm_two_engines_sum_queues_and_take_the_fullest_kv() {
 }
 
 #[test]
+fn vllm_sleep_state_reads_asleep_from_the_awake_series() {
+    let s = auto(fixture!("vllm-asleep.prom"));
+    assert_eq!((s.server, s.asleep), (Server::Vllm, Some(true)));
+    // No sleep series (an older vLLM): not said.
+    assert_eq!(auto(fixture!("vllm-idle.prom")).asleep, None);
+    // One engine of two asleep: the replica is not all capacity, so it reads asleep.
+    let two =
+        "vllm:num_requests_running{engine=\"0\"} 0\nvllm:num_requests_waiting{engine=\"0\"} 0\n\
+        vllm:engine_sleep_state{engine=\"0\",sleep_state=\"awake\"} 1\n\
+        vllm:engine_sleep_state{engine=\"1\",sleep_state=\"awake\"} 0\n\
+        vllm:engine_sleep_state{engine=\"1\",sleep_state=\"discard_all\"} 1\n";
+    assert_eq!(auto(two.as_bytes()).asleep, Some(true));
+    let awake = two.replace(
+        "\"1\",sleep_state=\"awake\"} 0",
+        "\"1\",sleep_state=\"awake\"} 1",
+    );
+    assert_eq!(auto(awake.as_bytes()).asleep, Some(false));
+}
+
+#[test]
+fn llamacpp_and_sglang_pages_carry_no_sleep_state() {
+    // llama.cpp's page while it sleeps is the one cached when it fell asleep: idle-looking.
+    let s = auto(fixture!("llamacpp-asleep.prom"));
+    assert_eq!((s.server, s.asleep), (Server::LlamaCpp, None));
+    assert_eq!((s.running, s.waiting), (Some(0.0), 0.0));
+    assert_eq!(auto(fixture!("sglang.prom")).asleep, None);
+}
+
+#[test]
 fn vllm_older_kv_gauge_name() {
     let s = auto(fixture!("vllm-old-gauge.prom"));
     assert_eq!((s.running, s.waiting, s.kv), (Some(9.0), 0.0, Some(0.37)));
