@@ -90,6 +90,21 @@ impl Hold {
         }
     }
 
+    /// The same memory with its times `seconds` earlier (the day before a run).
+    pub fn earlier_by(&self, seconds: f64) -> Hold {
+        Hold {
+            last_needed: self.last_needed.iter().map(|t| t - seconds).collect(),
+            gaps: self
+                .gaps
+                .iter()
+                .map(|g| Gap {
+                    at: g.at - seconds,
+                    ..*g
+                })
+                .collect(),
+        }
+    }
+
     /// How long count `level` is held after the need falls below it: the longest gap it came
     /// back from, with the margin, and at least `base` (the cold start); at most [`MAX_HOLD_S`].
     pub fn hold_for(&self, level: u32, base: f64) -> (f64, Option<f64>) {

@@ -66,6 +66,8 @@ impl ScalerState {
     pub fn carried(&self, seconds: f64) -> ScalerState {
         ScalerState {
             reserve: self.reserve.earlier_by(seconds),
+            hold: self.hold.earlier_by(seconds),
+            idle: self.idle.earlier_by(seconds),
             others: self
                 .others
                 .iter()

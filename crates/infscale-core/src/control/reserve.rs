@@ -4,14 +4,18 @@
 //! A replica ordered for a burst is Ready a start later; a burst shorter than that is over
 //! before it arrives, and what serves it is capacity already there. Which traffic is like that
 //! cannot be told from one reading (a burst after an idle gap looks like a quiet morning while
-//! the gap lasts), but it can be told from the target's own past: at every evaluation the rule
-//! compares the replicas needed now with the replicas the policy itself (without the reserve)
-//! would have had Ready now, having ordered them a start ago and kept them through its
-//! scale-down window. A need above that is a *surprise*: demand that arrived faster than the
-//! policy could follow. The reserve is the highest need a surprise reached within the memory,
-//! held as a floor under the policy's own value: smooth traffic, which the lookahead follows,
-//! springs none and keeps no reserve; on-off bursts after idle minutes keep the level the bursts
-//! reach, as a fixed fleet chosen for them would, and above it the policy still reacts.
+//! the gap lasts), but it can be told from the target's own past, in the replicas of work
+//! arriving, at every scrape:
+//! - an *onset*: the need [`ONSET_RISE`] replicas above its lowest over the last start. Two onsets
+//!   to a level, a start to [`REPEAT_S`] apart, are bursts that repeat, and hold that level; a
+//!   ramp a day sees once does not;
+//! - a *surprise*: the need [`MIN_SURPRISE`] above what the policy itself (without the reserve)
+//!   would have had Ready now, having ordered it a start ago and kept it through its scale-down
+//!   window: a burst that outran the policy. Its level is held at once.
+//!
+//! A held level is a floor under the policy's own value for [`MEMORY_S`]: smooth traffic, which
+//! the lookahead follows, keeps none; bursts after idle minutes keep the level they reach, as a
+//! fixed fleet chosen for them would, and above it the policy still reacts.
 //!
 //! The state is bounded (the orders of the last start plus scale-down window, and one time per
 //! replica count) and serialises with the rest of the decision's memory, so it survives a
@@ -31,6 +35,14 @@ pub const MEMORY_S: f64 = 86_400.0;
 /// model's cold start, rounded).
 pub const PRIOR_START_S: f64 = 90.0;
 
+/// A rise of the need by this many replicas within one start is an onset: demand no reactive
+/// policy meets in time.
+pub const ONSET_RISE: f64 = 1.5;
+
+/// Two onsets to a level within this many seconds of each other (and a start apart) make the
+/// level a reserve: bursts that repeat, not a ramp a day sees once, seconds.
+pub const REPEAT_S: f64 = 600.0;
+
 /// Reserve levels remembered at most (a level is a replica count).
 const MAX_LEVEL: usize = 1024;
 
@@ -42,6 +54,9 @@ const MAX_ORDERS: usize = 4096;
 pub struct Order {
     pub at: f64,
     pub replicas: f64,
+    /// The replicas needed then.
+    #[serde(default)]
+    pub need: f64,
 }
 
 /// What the rule remembers.
@@ -50,9 +65,12 @@ pub struct Reserve {
     /// Recent orders, oldest first.
     #[serde(default)]
     pub orders: Vec<Order>,
-    /// For each level `k` (index `k - 1`), when a surprise last reached it.
+    /// For each level `k` (index `k - 1`), when a surprise or a repeated onset last held it.
     #[serde(default)]
     pub surprised: Vec<f64>,
+    /// For each level `k` (index `k - 1`), when an onset last reached it.
+    #[serde(default)]
+    pub onsets: Vec<f64>,
 }
 
 /// A surprise seen at one evaluation.
@@ -94,24 +112,65 @@ impl Reserve {
             .ready_at(now, start_s, down_window_s)
             .and_then(|ready| (need - ready >= MIN_SURPRISE).then_some(Surprise { need, ready }));
         if let Some(s) = surprise {
-            let level = (s.need.ceil().max(1.0) as usize).min(MAX_LEVEL);
-            if self.surprised.len() < level {
-                self.surprised.resize(level, f64::NEG_INFINITY);
-            }
-            for t in self.surprised.iter_mut().take(level) {
-                *t = now;
-            }
+            self.mark(level_of(s.need), now);
         }
+        self.note_onset(now, need, start_s);
         self.orders.retain(|o| o.at <= now && now - o.at <= keep_s);
         self.orders.push(Order {
             at: now,
             replicas: ordered.max(0.0),
+            need: need.max(0.0),
         });
         if self.orders.len() > MAX_ORDERS {
             let excess = self.orders.len() - MAX_ORDERS;
             self.orders.drain(..excess);
         }
         surprise
+    }
+
+    /// Holds every count up to `level` from `now`.
+    fn mark(&mut self, level: usize, now: f64) {
+        if self.surprised.len() < level {
+            self.surprised.resize(level, f64::NEG_INFINITY);
+        }
+        for t in self.surprised.iter_mut().take(level) {
+            *t = now;
+        }
+    }
+
+    /// An onset: the need `ONSET_RISE` above its lowest over the last start. A second onset to
+    /// a level, more than a start and at most [`REPEAT_S`] after the first, holds that level.
+    fn note_onset(&mut self, now: f64, need: f64, start_s: f64) {
+        let Some(low) = self
+            .orders
+            .iter()
+            .filter(|o| now - o.at <= start_s)
+            .map(|o| o.need)
+            .reduce(f64::min)
+        else {
+            return;
+        };
+        if need - low < ONSET_RISE {
+            return;
+        }
+        let level = level_of(need);
+        if self.onsets.len() < level {
+            self.onsets.resize(level, f64::NEG_INFINITY);
+        }
+        let mut repeated = 0;
+        for (i, t) in self.onsets.iter_mut().enumerate().take(level) {
+            let since = now - *t;
+            if since <= start_s {
+                continue;
+            }
+            if since <= REPEAT_S {
+                repeated = i + 1;
+            }
+            *t = now;
+        }
+        if repeated > 0 {
+            self.mark(repeated, now);
+        }
     }
 
     /// The replicas the policy alone would have had Ready at `now`: those it still wants (its
@@ -140,6 +199,7 @@ impl Reserve {
         Reserve {
             orders: Vec::new(),
             surprised: self.surprised.iter().map(|t| t - seconds).collect(),
+            onsets: self.onsets.iter().map(|t| t - seconds).collect(),
         }
     }
 
@@ -158,6 +218,11 @@ impl Reserve {
             since: f64::NAN,
         }
     }
+}
+
+/// The count a need of `need` replicas takes.
+fn level_of(need: f64) -> usize {
+    (need.ceil().max(1.0) as usize).min(MAX_LEVEL)
 }
 
 #[cfg(test)]
@@ -205,6 +270,32 @@ mod tests {
         assert!((600.0..660.0).contains(&level.since), "{level:?}");
         // A day later it is forgotten.
         assert_eq!(r.level(level.since + MEMORY_S + 1.0).replicas, 0);
+    }
+
+    #[test]
+    fn bursts_that_repeat_hold_their_level_and_a_single_ramp_does_not() {
+        // A ramp from 0.2 to 3 replicas within a minute, once: the policy follows it.
+        let mut ramp = Reserve::default();
+        feed(
+            &mut ramp,
+            0.0,
+            600.0,
+            |t| (0.2 + (t - 300.0) / 20.0).clamp(0.2, 3.0),
+            5.0,
+        );
+        assert_eq!(ramp.level(600.0).replicas, 0);
+        // Bursts to 3 replicas for 40 s every 3 minutes, which a policy with a long window
+        // bridges (it orders 5 all along): no surprise, but the onsets repeat.
+        let mut bursts = Reserve::default();
+        let burst = |t: f64| if t % 180.0 < 40.0 { 3.0 } else { 0.2 };
+        feed(&mut bursts, 0.0, 170.0, burst, 5.0);
+        assert_eq!(
+            bursts.level(170.0).replicas,
+            0,
+            "one onset is not a pattern"
+        );
+        feed(&mut bursts, 170.0, 600.0, burst, 5.0);
+        assert_eq!(bursts.level(600.0).replicas, 3);
     }
 
     #[test]

@@ -187,7 +187,7 @@ pub fn run_after(
     policy: &Policy,
     settings: &Settings,
 ) -> Run {
-    if !policy.reserve {
+    if !(policy.reserve || policy.hold) {
         return run(trace, hw, policy, settings);
     }
     let quiet = Settings {
