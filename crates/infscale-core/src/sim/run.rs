@@ -178,8 +178,8 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
 }
 
 /// Runs `policy` over `trace` the day after `yesterday`: a policy that learns across days
-/// (`reserve=auto`) first runs yesterday, and starts the day with what it learned then, its
-/// times a day earlier; any other policy just runs the day.
+/// (`reserve=auto`, `hold=auto`) first runs yesterday, and starts the day with what outlasts it
+/// ([`ScalerState::carried`]), its times a day earlier; any other policy just runs the day.
 pub fn run_after(
     yesterday: &Trace,
     trace: &Trace,
@@ -200,6 +200,7 @@ pub fn run_after(
     run_learned(trace, hw, policy, settings, learned)
 }
 
+/// Runs `policy` over `trace` from the decision memory `learned` (empty for a first day).
 fn run_learned(
     trace: &Trace,
     hw: &Hardware,
