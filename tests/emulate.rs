@@ -514,3 +514,49 @@ async fn a_cold_start_answers_503_until_it_passes() {
     assert!(waited > 0.2 && waited < 2.0, "ready after {waited} s");
     e.stop().await;
 }
+
+#[tokio::test]
+async fn a_drain_finishes_what_is_in_flight_and_takes_nothing_new() {
+    let mut e = start(EmulateConfig {
+        gpu: slow_gpu(),
+        ..EmulateConfig::default()
+    })
+    .await;
+    let addr = e.addr();
+    let mut r = client()
+        .post(format!("http://{addr}/v1/completions"))
+        .json(&json!({"prompt": words(20), "max_tokens": 40, "stream": true}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+    let mut text = String::new();
+    let first = r.chunk().await.expect("a chunk").expect("a first chunk");
+    text.push_str(&String::from_utf8_lossy(&first));
+    // SIGTERM, as a terminating pod gets it: what streams goes on, a new connection is refused.
+    e.drain();
+    let mut refused = false;
+    for _ in 0..100 {
+        refused = tokio::net::TcpStream::connect(addr).await.is_err();
+        if refused {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "a draining server went on taking new connections");
+    assert!(!e.drained(), "drained with a stream still open");
+    while let Some(bytes) = r.chunk().await.expect("the stream is not cut") {
+        text.push_str(&String::from_utf8_lossy(&bytes));
+    }
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let mut drained = false;
+    for _ in 0..200 {
+        drained = e.drained();
+        if drained {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(drained, "the stream ended but the drain did not");
+    e.stop().await;
+}

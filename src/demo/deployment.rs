@@ -7,8 +7,9 @@
 //! no replica, as it would not scrape a pod that is not Ready. Removal follows the simulator:
 //! pods still starting go first (newest first), then the ready ones the ReplicaSet controller
 //! ranks first ([`crate::sim::replicaset`]; the demo writes no deletion cost, so a recent one by
-//! chance), which leave the Service at once and stop when the last request they hold ends (the
-//! simulator's `--drain inf`). Every pod that exists is billed, starting and draining ones
+//! chance), which leave the Service at once and shut down as a server does on SIGTERM: they stop
+//! accepting and go when the last request they hold ends, whoever sent it (the Service, or the
+//! activator straight to the pod in serve mode), as the simulator's `--drain inf` does. Every pod that exists is billed, starting and draining ones
 //! included.
 
 use super::service::{Backend, Endpoints};
@@ -184,6 +185,9 @@ impl Deployment {
             if let Some(b) = &p.backend {
                 self.endpoints.remove(b.addr);
             }
+            if let Some(e) = &mut p.emulator {
+                e.drain();
+            }
         }
     }
 
@@ -212,11 +216,10 @@ impl Deployment {
         }
         let mut i = 0;
         while i < self.pods.len() {
-            let drained = matches!(self.pods[i].phase, Phase::Draining)
-                && self.pods[i]
-                    .backend
-                    .as_ref()
-                    .is_none_or(|b| b.outstanding() == 0);
+            let pod = &self.pods[i];
+            let drained = matches!(pod.phase, Phase::Draining)
+                && pod.backend.as_ref().is_none_or(|b| b.outstanding() == 0)
+                && pod.emulator.as_ref().is_none_or(Emulator::drained);
             if drained {
                 let pod = self.pods.remove(i);
                 if let Some(e) = pod.emulator {
@@ -239,5 +242,58 @@ impl Deployment {
                 e.stop().await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::gpu::GpuModel;
+
+    /// In serve mode the activator sends to a pod straight, past the Service's count: a pod scaled
+    /// away while it streams such an answer finishes it before it goes.
+    #[tokio::test]
+    async fn a_pod_scaled_away_finishes_an_answer_the_service_did_not_send() {
+        let port = super::super::slot_port().expect("a free port on 127.0.0.2");
+        let endpoints = Arc::new(Endpoints::default());
+        let emulate = EmulateConfig {
+            gpu: GpuModel {
+                peak_tflops: 20.0,
+                hbm_gb_per_s: 335.0,
+                ..GpuModel::default()
+            },
+            ..EmulateConfig::default()
+        };
+        let mut d = Deployment::new(slots(1, port), endpoints.clone(), emulate, 0.0);
+        d.scale(1, 0.0);
+        d.tick(0.0).await.expect("the pod starts");
+        assert_eq!(d.ready(), 1);
+        let addr = slots(1, port)[0];
+        let mut r = reqwest::Client::new()
+            .post(format!("http://{addr}/v1/completions"))
+            .json(&serde_json::json!({"prompt": "a b c", "max_tokens": 40, "stream": true}))
+            .send()
+            .await
+            .expect("send");
+        let mut text = String::new();
+        let first = r.chunk().await.expect("a chunk").expect("a first chunk");
+        text.push_str(&String::from_utf8_lossy(&first));
+        d.scale(0, 1.0);
+        assert_eq!(endpoints.replicas(), 0, "the pod left the Service at once");
+        let ticks = tokio::spawn(async move {
+            for i in 0..2000 {
+                d.tick(1.0 + f64::from(i) * 0.01).await.expect("tick");
+                if d.billed() == 0 {
+                    return true;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            false
+        });
+        while let Some(bytes) = r.chunk().await.expect("the answer is not cut") {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+        assert!(ticks.await.expect("ticks"), "the pod never went");
     }
 }

@@ -151,7 +151,7 @@ pub fn time_scaled(m: &mut HashMap<String, String>, speed: f64) {
 const STREAM_INTERVAL: u32 = 20;
 
 /// A free port on 127.0.0.2 for the pod slots (bound, then let go).
-fn slot_port() -> anyhow::Result<u16> {
+pub(crate) fn slot_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.2:0")?;
     Ok(l.local_addr()?.port())
 }

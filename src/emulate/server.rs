@@ -4,7 +4,9 @@
 //! context length) and answered with an OpenAI-style error naming what is wrong. Connections are
 //! accepted through the listener every port shares ([`crate::edge::listener`]). Until the cold
 //! start has passed every route answers 503, as a loading server does. [`Emulator::stop`] stops
-//! accepting, then aborts what is in flight.
+//! accepting, then aborts what is in flight; [`Emulator::drain`] is a server's graceful shutdown on
+//! SIGTERM (a pod terminating): it stops accepting and closes idle connections, and the requests in
+//! flight finish before [`Emulator::drained`] says so.
 
 use super::engine::{Clock, Engine, Progress, Stats, Submit};
 use super::openai::{self, Answer, ApiError, Endpoint};
@@ -50,7 +52,7 @@ pub struct Emulator {
     stats: Arc<Mutex<Stats>>,
     clock: Clock,
     cold_start_s: f64,
-    stop: Option<oneshot::Sender<()>>,
+    stop: Option<oneshot::Sender<Stop>>,
     server: Option<JoinHandle<()>>,
     engine: Option<JoinHandle<()>>,
 }
@@ -70,10 +72,22 @@ impl Emulator {
         self.clock.now() >= self.cold_start_s
     }
 
+    /// Stops accepting and closes idle connections; the requests in flight go on to their end.
+    pub fn drain(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Stop::Graceful);
+        }
+    }
+
+    /// Whether a [`drain`](Self::drain) has ended: no connection is left.
+    pub fn drained(&self) -> bool {
+        self.stop.is_none() && self.server.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// Stops accepting, aborts the connections in flight, then stops the engine.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(Stop::Abort);
         }
         if let Some(server) = self.server.take() {
             let _ = server.await;
@@ -131,6 +145,13 @@ pub async fn spawn(listener: TcpListener, cfg: EmulateConfig) -> anyhow::Result<
     })
 }
 
+/// How the server stops: at once, or after what is in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Abort,
+    Graceful,
+}
+
 /// The first pause after a failed accept (it doubles while accepts keep failing).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
@@ -154,12 +175,13 @@ fn bounds(limits: &super::Limits) -> Bounds {
     }
 }
 
-async fn accept(listener: TcpListener, state: Arc<State>, mut stop: oneshot::Receiver<()>) {
+async fn accept(listener: TcpListener, state: Arc<State>, mut stop: oneshot::Receiver<Stop>) {
     let bounds = bounds(&state.cfg.limits);
     let http1 = bounds.http1();
     let mut listener = Listener::new(listener, bounds, "emulate");
     let mut connections = JoinSet::new();
-    loop {
+    let (closing, _) = watch::channel(false);
+    let how = loop {
         tokio::select! {
             conn = listener.accept() => {
                 while connections.try_join_next().is_some() {}
@@ -169,14 +191,27 @@ async fn accept(listener: TcpListener, state: Arc<State>, mut stop: oneshot::Rec
                     async move { Ok::<_, Infallible>(handle(state, req).await) }
                 });
                 let http1 = http1.clone();
+                let mut closing = closing.subscribe();
                 connections.spawn(async move {
-                    let _ = http1.serve_connection(TokioIo::new(conn), service).await;
+                    let conn = http1.serve_connection(TokioIo::new(conn), service);
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = async { closing.wait_for(|c| *c).await.is_ok() } => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        }
+                    }
                 });
             }
-            _ = &mut stop => break,
+            how = &mut stop => break how.unwrap_or(Stop::Abort),
         }
-    }
+    };
     drop(listener);
+    if how == Stop::Graceful {
+        closing.send_replace(true);
+        while connections.join_next().await.is_some() {}
+    }
     connections.shutdown().await;
 }
 
