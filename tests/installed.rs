@@ -712,6 +712,15 @@ async fn two_scalers_and_two_scaled_objects_share_one_slice_without_flapping_thr
             install.in_path("llm", "chat"),
             "the slice went while both targets idle"
         );
+        // Four polls and more, past the fallback's three failures: every metric reads (work
+        // too, with no replica and nothing held), so KEDA's fallback, which acts at zero since
+        // v2.19, never wakes either target.
+        assert!(
+            both_zero(&install),
+            "a target woke while idle at zero\n{}\n{}",
+            kedas[0].report(20),
+            kedas[1].report(20)
+        );
         samples += 1;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -722,7 +731,7 @@ async fn two_scalers_and_two_scaled_objects_share_one_slice_without_flapping_thr
     );
     assert!(samples > 100);
     eprintln!(
-        "both idle at zero for 6 s: the slice present in {samples} of {samples} samples; {} PATCH, 0 DELETE",
+        "both idle at zero for 6 s: at zero and the slice present in {samples} of {samples} samples; {} PATCH, 0 DELETE",
         writes(&install) - patched
     );
     let lease = install

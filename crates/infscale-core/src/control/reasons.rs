@@ -141,6 +141,12 @@ pub enum Step {
         metric: Metric,
         held: f64,
     },
+    /// No ready replica and nothing held, for a metric made of the replicas alone: nothing
+    /// arrives, so 0 (an error here would fire KEDA's `fallback`, which applies at zero since
+    /// v2.19, and wake the target every few polls).
+    IdleAtZero {
+        metric: Metric,
+    },
     Measured(Measured),
     /// Replicas without a sample counted as the HPA counts missing pods.
     CountedMissing {

@@ -109,6 +109,7 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
             Some(_) if at_zero && metric.counts_held() => {
                 Ok((held, Step::HeldAtZero { metric, held }))
             }
+            Some(h) if at_zero && h == 0.0 => Ok((0.0, Step::IdleAtZero { metric })),
             None if at_zero => Err(NoValue::ActivatorUnread),
             _ => Err(no_sample(metric, obs)),
         }

@@ -397,6 +397,9 @@ fn measure(f: &mut Formatter<'_>, step: &Step) -> Result {
         Step::HeldAtZero { metric, held } => {
             write!(f, "no ready replica: {metric} = {} held", fmt(held))
         }
+        Step::IdleAtZero { metric } => {
+            write!(f, "no ready replica and nothing held: {metric} = 0")
+        }
         Step::Measured(m) => m.fmt(f),
         Step::CountedMissing {
             not_voting,
@@ -576,6 +579,7 @@ impl Display for Step {
             Step::NoValue(_)
             | Step::HeldBeforePods { .. }
             | Step::HeldAtZero { .. }
+            | Step::IdleAtZero { .. }
             | Step::Measured(_)
             | Step::CountedMissing { .. }
             | Step::HeldUnreadAsZero
