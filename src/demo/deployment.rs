@@ -9,8 +9,8 @@
 //! ranks first ([`crate::sim::replicaset`]; the demo writes no deletion cost, so a recent one by
 //! chance), which leave the Service at once and shut down as a server does on SIGTERM: they stop
 //! accepting and go when the last request they hold ends, whoever sent it (the Service, or the
-//! activator straight to the pod in serve mode), as the simulator's `--drain inf` does. Every pod that exists is billed, starting and draining ones
-//! included.
+//! activator straight to the pod in serve mode), as the simulator's `--drain inf` does. Every pod
+//! that exists is billed, starting and draining ones included.
 
 use super::service::{Backend, Endpoints};
 use crate::emulate::{self, EmulateConfig, Emulator};

@@ -84,10 +84,17 @@ impl Emulator {
         self.stop.is_none() && self.server.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
-    /// Stops accepting, aborts the connections in flight, then stops the engine.
+    /// Stops accepting, aborts the connections in flight (a drain's too), then stops the engine.
     pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(Stop::Abort);
+        match self.stop.take() {
+            Some(stop) => {
+                let _ = stop.send(Stop::Abort);
+            }
+            None => {
+                if let Some(server) = &self.server {
+                    server.abort();
+                }
+            }
         }
         if let Some(server) = self.server.take() {
             let _ = server.await;
