@@ -12,6 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// One test at a time: the slow heads' thousand connections and the large bodies would share
+/// this process's sockets and the machine's cores, and the large bodies' budget test read how
+/// many the other's load let through.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn limits() -> Limits {
     Limits {
         // Long enough that a thousand connects and an ordinary request fit inside it on a busy
@@ -41,6 +46,7 @@ fn read_until_closed(s: &mut TcpStream, within: Duration) -> (String, bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn slow_heads_and_bodies_time_out_and_ordinary_requests_go_on() {
+    let _one = SERIAL.lock().await;
     let ready = Arc::new(AtomicBool::new(true));
     let up = upstream(ready).await;
     let a = activator_with(up, 100, 30.0, limits()).await;
@@ -98,6 +104,7 @@ async fn slow_heads_and_bodies_time_out_and_ordinary_requests_go_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_bodies_share_a_budget_and_the_held_requests_are_all_served() {
+    let _one = SERIAL.lock().await;
     let ready = Arc::new(AtomicBool::new(false));
     let up = upstream(ready.clone()).await;
     let a = activator_with(up, 1000, 60.0, common::model::limits()).await;
@@ -163,6 +170,7 @@ async fn large_bodies_share_a_budget_and_the_held_requests_are_all_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_request_during_the_drain_is_refused_at_once() {
+    let _one = SERIAL.lock().await;
     let ready = Arc::new(AtomicBool::new(true));
     let up = upstream(ready).await;
     let mut a = activator_with(up, 100, 30.0, common::model::limits()).await;
