@@ -213,6 +213,64 @@ fn decide_prints_json() {
 }
 
 #[test]
+fn decide_json_names_the_policy_it_applied_flags_included() {
+    let out = infscale(&[
+        "decide",
+        "fixtures/vllm-busy.prom",
+        "--policy",
+        "queue:24",
+        "--lookahead",
+        "45",
+        "--min",
+        "0",
+        "--max",
+        "6",
+        "--json",
+        "--now",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let policy = json["policy"].as_str().unwrap_or_default().to_owned();
+    for key in ["queue:24", "min=0", "max=6", "lookahead=45"] {
+        assert!(policy.split(',').any(|k| k == key || policy.starts_with(key)), "{policy}");
+    }
+    // It is a policy string `decide` reads back to the same count.
+    let again = infscale(&[
+        "decide",
+        "fixtures/vllm-busy.prom",
+        "--policy",
+        &policy,
+        "--json",
+        "--now",
+        "0",
+    ]);
+    let back: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(back["policy"], json["policy"]);
+    assert_eq!(back["desired"], json["desired"]);
+}
+
+#[test]
+fn a_rate_scale_applies_to_the_built_in_day_and_is_refused_where_it_cannot() {
+    let requests = |x: &str| {
+        let out = infscale(&["simulate", "--rate-scale", x, "--json", "cpu:60"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["requests"].as_f64().unwrap_or_default()
+    };
+    let (one, half) = (requests("1"), requests("0.5"));
+    assert!(half > 0.4 * one && half < 0.6 * one, "{one} then {half}");
+    for x in ["0", "-1"] {
+        let out = infscale(&["simulate", &format!("--rate-scale={x}"), "cpu:60"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains(&format!("--rate-scale {x}")), "{}", stderr(&out));
+    }
+    let out = infscale(&["simulate", "--suite", "--seeds", "1", "--rate-scale", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--suite-trace FILE@X"), "{}", stderr(&out));
+}
+
+#[test]
 fn the_state_file_carries_counters_and_the_window_between_runs() {
     let dir = std::env::temp_dir().join(format!("infscale-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -271,11 +329,17 @@ fn url_sources_are_scraped_on_loopback() {
 }
 
 #[test]
-fn a_url_that_fails_does_not_vote_and_all_failing_keeps_the_count() {
+fn a_url_that_fails_does_not_vote_and_all_failing_keeps_the_count_and_exits_1() {
     let down = stand_in(503, b"unavailable".to_vec(), 1);
     let out = infscale(&["decide", &down.url(), "--target", "4", "--current", "2"]);
-    assert_eq!(out.status.code(), Some(0));
+    // The decision is printed, and the exit status says nothing was read.
+    assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("HTTP status 503"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("none of the 1 sources gave a replica's metrics"),
+        "{}",
+        stderr(&out)
+    );
     assert!(
         stdout(&out).contains("current 2 -> desired 2 (hold; no samples)"),
         "{}",

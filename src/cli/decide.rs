@@ -6,6 +6,7 @@ use super::read::{read_all, SourceArgs};
 use super::state_file::{load_state, save_state};
 use super::table;
 use crate::scaling::cycle::standalone;
+use crate::scaling::fleet::ReplicaRead;
 use crate::scaling::reasons::Steps;
 use crate::scaling::{Decision, Policy};
 use anyhow::bail;
@@ -70,16 +71,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     save_state(args.state.as_deref(), &state)?;
     if args.json {
         let json = serde_json::json!({
-            "policy": format!(
-                "{}:{}",
-                policy.metric_list("+"),
-                policy
-                    .metrics()
-                    .iter()
-                    .map(|m| m.1.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
+            "policy": infscale_core::policy::keys::spec(&policy),
             "current": decision.current,
             "desired": decision.desired,
             "value": decision.value,
@@ -90,13 +82,26 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "reasons": action.lines.render(),
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
-        return Ok(ExitCode::SUCCESS);
+    } else {
+        if !fleet.outcomes.is_empty() {
+            print!("{}", table::render(&fleet.outcomes));
+        }
+        print(&decision, &action.lines, &policy);
     }
-    if !fleet.outcomes.is_empty() {
-        print!("{}", table::render(&fleet.outcomes));
+    Ok(read_anything(&fleet.outcomes))
+}
+
+/// Exit 1 when pages were named and none gave a replica: the decision above is the fault rule's
+/// (a replica not read keeps the target active), not a reading of the fleet.
+fn read_anything(outcomes: &[ReplicaRead]) -> ExitCode {
+    if outcomes.is_empty() || outcomes.iter().any(|r| matches!(r.vote, Some(Ok(_)))) {
+        return ExitCode::SUCCESS;
     }
-    print(&decision, &action.lines, &policy);
-    Ok(ExitCode::SUCCESS)
+    eprintln!(
+        "error: none of the {} sources gave a replica's metrics; the decision is the fault rule's",
+        outcomes.len()
+    );
+    ExitCode::from(1)
 }
 
 /// The decision's headline and reasons, as `decide` and `kube` print them.

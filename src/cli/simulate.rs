@@ -167,7 +167,7 @@ impl SimArgs {
             if let Some(seed) = self.seed {
                 s.seed = seed;
             }
-            return Ok(TraceSource::Scenario(s));
+            return self.scaled(TraceSource::Scenario(s));
         };
         let name = path.display().to_string();
         let text = read_text(path, limits::MAX_TRACE_FILE_BYTES)?;

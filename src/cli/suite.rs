@@ -71,6 +71,13 @@ pub fn plan(
             limits::MAX_SUITE_TRACES
         );
     }
+    if sim.rate_scale != 1.0 {
+        bail!(
+            "--rate-scale {}: the suite's families set their own rates; play a recorded trace \
+             faster as --suite-trace FILE@X",
+            limits::show(sim.rate_scale)
+        );
+    }
     let base = sim.source()?;
     Ok(Plan {
         seeds,

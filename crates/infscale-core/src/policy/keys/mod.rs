@@ -137,6 +137,20 @@ pub fn key(name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.name == name)
 }
 
+/// The policy as one string [`Policy::parse`] reads back to it: its metrics and targets, then
+/// every key a ScaledObject would write, in the table's order (what `decide --json` reports as
+/// the policy it applied, flags and defaults included).
+pub fn spec(policy: &Policy) -> String {
+    let targets: Vec<String> = policy.metrics().iter().map(|m| num(m.1)).collect();
+    let mut out = format!("{}:{}", policy.metric_list("+"), targets.join(","));
+    for key in KEYS.iter().filter(|k| !matches!(k.name, "metric" | "target")) {
+        if let Some(value) = (key.render)(policy) {
+            out.push_str(&format!(",{}={value}", key.name));
+        }
+    }
+    out
+}
+
 /// The key `serve` reads from the trigger metadata name `name`.
 pub fn by_metadata(name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.metadata() == Some(name))

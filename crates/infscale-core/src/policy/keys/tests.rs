@@ -148,3 +148,39 @@ fn the_table_defaults_are_the_policy_defaults() {
         );
     }
 }
+
+#[test]
+fn a_policys_spec_reads_back_to_the_same_policy() {
+    let specs = [
+        "queue:24",
+        "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto",
+        "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300",
+        "work:0.8,lookahead=auto,min=2,max=7,downpods=1,downperiod=30,uppercent=50",
+        "kv:0.8,tolerance=0.05,upwindow=30,legacy=true",
+        "queue+kv:48,0.8,slo=1.5,guard=true,deletioncost=true,hold=auto",
+    ];
+    for written in specs {
+        let p = Policy::parse(written).unwrap_or_else(|e| panic!("{written}: {e}"));
+        let spec = super::spec(&p);
+        let back = Policy::parse(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(back, p, "{written} -> {spec}");
+    }
+    // Every key at every sample value on the base policy deploys the same read back.
+    for key in KEYS {
+        for sample in samples(key) {
+            let mut p = base();
+            if (key.parse)(key, &mut p, &sample).is_err() || p.validate().is_err() {
+                continue;
+            }
+            let spec = super::spec(&p);
+            let back = Policy::parse(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            // The same deployment (a behavior list given key by key is marked as given).
+            assert_eq!(
+                deploy_difference(&back, &p),
+                None,
+                "{}={sample} -> {spec}",
+                key.name
+            );
+        }
+    }
+}
