@@ -354,3 +354,31 @@ fn a_page_over_the_size_cap_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("100-byte cap"), "{}", stderr(&out));
 }
+
+/// `infscale gpu | head`: a reader that goes away ends the command quietly (SIGPIPE's default,
+/// which a shell reports as 141), never a panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_a_printing_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    for args in [
+        &["gpu"][..],
+        &["simulate", "cpu:60"],
+        &["parse", "fixtures/vllm-busy.prom"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_infscale"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run infscale");
+        // Close the reading end before the command writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let quiet = out.status.code() == Some(0) || out.status.signal() == Some(13);
+        assert!(quiet, "{args:?}: {:?}\n{}", out.status, stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+    }
+}

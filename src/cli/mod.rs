@@ -85,6 +85,9 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if !matches!(cli.command, Command::Serve(_) | Command::Activator(_)) {
+        crate::edge::broken_pipe::end_quietly();
+    }
     match cli.command {
         Command::Parse(args) => runtime()?.block_on(parse::run(args)),
         Command::Decide(args) => runtime()?.block_on(decide::run(*args)),
@@ -100,6 +103,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// Runs a tuning subcommand (both binaries).
 pub fn run_tuning(command: Tuning) -> anyhow::Result<ExitCode> {
+    crate::edge::broken_pipe::end_quietly();
     match command {
         Tuning::Gpu(args) => gpu::run(*args),
         // The suite and the seeds are the day table's siblings: each reads `simulate`'s flags.

@@ -1,8 +1,9 @@
 //! The edges every shell shares: fetching pages from files and URLs (bounded in size and time),
 //! connecting to the Kubernetes API and reading its EndpointSlices, serving a `/metrics` endpoint, listeners bounded in
-//! connections and time, and the process's open-file limit. No scaling logic lives here;
+//! connections and time, the process's open-file limit, and how a closed stdout ends a command. No scaling logic lives here;
 //! `serve`, the activator and the CLI reach the outside world through these.
 
+pub mod broken_pipe;
 pub mod descriptors;
 pub(crate) mod exposition_http;
 pub(crate) mod files;
