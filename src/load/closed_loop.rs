@@ -1,6 +1,7 @@
 //! The closed loop: a fixed number of workers, each sending its next request as soon as the
 //! last one ended. The server's speed sets the arrival rate, so this measures what a batch of N
-//! concurrent users sees, the way a per-replica queue target is set.
+//! concurrent users sees, the way a per-replica queue target is set. A worker whose connection
+//! is refused waits before its next try, twice as long after each refusal in a row.
 
 use super::config::Limits;
 use super::outcome::ErrorKind;
@@ -28,14 +29,17 @@ pub async fn run(
         let (client, template, next) = (client.clone(), template.clone(), next.clone());
         workers.push(tokio::spawn(async move {
             let mut recorder = Recorder::default();
+            let mut backoff = limits.connect_backoff;
             while Instant::now() < deadline {
                 let body = template.body(next.fetch_add(1, Ordering::Relaxed));
                 let outcome = send_timed(&client, &template, body, &limits).await;
                 let refused = outcome == Err(ErrorKind::Connect);
                 recorder.record(outcome);
                 if refused {
-                    tokio::time::sleep_until(deadline.min(Instant::now() + limits.connect_backoff))
-                        .await;
+                    tokio::time::sleep_until(deadline.min(Instant::now() + backoff)).await;
+                    backoff = (backoff * 2).min(limits.max_connect_backoff);
+                } else {
+                    backoff = limits.connect_backoff;
                 }
             }
             recorder

@@ -26,8 +26,11 @@ pub struct Limits {
     /// Open loop: requests in flight at once; an arrival past it is counted as `overflow`.
     pub max_in_flight: usize,
     /// Closed loop: how long a worker waits after a connection error before trying again, so a
-    /// server that is down is not hammered by a busy loop.
+    /// server that is down is not hammered by a busy loop; each further error in a row doubles
+    /// the wait, up to [`Limits::max_connect_backoff`], and an answer resets it.
     pub connect_backoff: Duration,
+    /// The longest wait between connection attempts.
+    pub max_connect_backoff: Duration,
     /// Inter-token gaps kept per request (a stream with more chunks still counts its tokens).
     pub max_gaps_per_request: usize,
     /// Bytes of a non-streamed response body, and of one SSE line, before it is a `bad_body`.
@@ -41,6 +44,7 @@ impl Default for Limits {
             connect_timeout: Duration::from_secs(5),
             max_in_flight: 10_000,
             connect_backoff: Duration::from_millis(10),
+            max_connect_backoff: Duration::from_secs(1),
             max_gaps_per_request: 16_384,
             max_body_bytes: 16 << 20,
         }
