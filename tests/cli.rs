@@ -382,3 +382,34 @@ fn a_closed_stdout_ends_a_printing_command_quietly() {
         assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// The first line a server logs, with `extra` flags, its stderr a pipe (not a terminal).
+fn first_log_line(extra: &[&str]) -> String {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args(["emulate", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run infscale emulate");
+    let mut line = String::new();
+    if let Some(err) = child.stderr.take() {
+        // The server logs that it listens at once; the read ends with that line.
+        let _ = BufReader::new(err).read_line(&mut line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    line
+}
+
+#[test]
+fn logs_carry_colour_only_when_asked_or_on_a_terminal() {
+    let plain = first_log_line(&[]);
+    assert!(!plain.is_empty(), "no log line");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+    assert!(!first_log_line(&["--color", "never"]).contains('\u{1b}'));
+    assert!(first_log_line(&["--color", "always"]).contains('\u{1b}'));
+}

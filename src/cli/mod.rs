@@ -7,6 +7,7 @@ mod activator;
 mod anchors;
 pub mod chart_values;
 mod checks;
+pub mod color;
 mod decide;
 mod demo;
 mod emulate;
@@ -37,6 +38,9 @@ use std::process::ExitCode;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Colour in the logs: auto (only on a terminal, and not with NO_COLOR set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = color::Color::Auto, value_name = "WHEN")]
+    pub color: color::Color,
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,6 +89,7 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    color::choose(cli.color);
     if !matches!(cli.command, Command::Serve(_) | Command::Activator(_)) {
         crate::edge::broken_pipe::end_quietly();
     }

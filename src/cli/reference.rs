@@ -81,63 +81,73 @@ pub fn splice(text: &str, name: &str, body: &str) -> Result<String, String> {
 /// Every subcommand of `infscale` with its arguments, as `--help` shows them.
 pub fn command_line() -> String {
     let cli = Cli::command();
-    let mut out = String::new();
+    let mut out = String::from("## Options of every command\n\n");
+    out.push_str(&arguments(&cli, true));
     for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = sub.get_name();
         out.push_str(&format!("## infscale {name}\n\n"));
         if let Some(about) = sub.get_about() {
             out.push_str(&format!("{}\n\n", cell(&about.to_string())));
         }
-        out.push_str("| argument | default | meaning |\n|---|---|---|\n");
-        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
-            let id = arg.get_id().as_str();
-            if id == "help" || id == "version" {
-                continue;
-            }
-            let values = arg
-                .get_value_names()
-                .map(|v| {
-                    v.iter()
-                        .map(|n| n.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .unwrap_or_else(|| id.to_uppercase());
-            let takes_value = arg.get_action().takes_values();
-            let shown = match arg.get_long() {
-                Some(long) if takes_value => format!("`--{long} {values}`"),
-                Some(long) => format!("`--{long}`"),
-                None => format!("`{values}`"),
-            };
-            let defaults: Vec<String> = arg
-                .get_default_values()
-                .iter()
-                .map(|d| d.to_string_lossy().into_owned())
-                .filter(|d| takes_value && !d.is_empty())
-                .collect();
-            let default = if defaults.is_empty() {
-                String::new()
-            } else {
-                format!("`{}`", defaults.join(","))
-            };
-            let mut help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-            let possible = arg.get_possible_values();
-            if !possible.is_empty() && takes_value {
-                let words: Vec<_> = possible
-                    .iter()
-                    .map(|p| format!("`{}`", p.get_name()))
-                    .collect();
-                help.push_str(&format!(" (one of {})", words.join(", ")));
-            }
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                cell(&shown),
-                cell(&default),
-                cell(&help)
-            ));
-        }
-        out.push('\n');
+        out.push_str(&arguments(sub, false));
     }
+    out
+}
+
+/// A command's arguments as a table; `globals`: with those every subcommand takes, shown once.
+fn arguments(command: &clap::Command, globals: bool) -> String {
+    let mut out = String::from("| argument | default | meaning |\n|---|---|---|\n");
+    for arg in command
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && (globals || !a.is_global_set()))
+    {
+        let id = arg.get_id().as_str();
+        if id == "help" || id == "version" {
+            continue;
+        }
+        let values = arg
+            .get_value_names()
+            .map(|v| {
+                v.iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_else(|| id.to_uppercase());
+        let takes_value = arg.get_action().takes_values();
+        let shown = match arg.get_long() {
+            Some(long) if takes_value => format!("`--{long} {values}`"),
+            Some(long) => format!("`--{long}`"),
+            None => format!("`{values}`"),
+        };
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|d| d.to_string_lossy().into_owned())
+            .filter(|d| takes_value && !d.is_empty())
+            .collect();
+        let default = if defaults.is_empty() {
+            String::new()
+        } else {
+            format!("`{}`", defaults.join(","))
+        };
+        let mut help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let possible = arg.get_possible_values();
+        if !possible.is_empty() && takes_value {
+            let words: Vec<_> = possible
+                .iter()
+                .map(|p| format!("`{}`", p.get_name()))
+                .collect();
+            help.push_str(&format!(" (one of {})", words.join(", ")));
+        }
+        out.push_str(&format!(
+            "| {} | {} | {} |\n",
+            cell(&shown),
+            cell(&default),
+            cell(&help)
+        ));
+    }
+    out.push('\n');
     out
 }
 

@@ -139,12 +139,13 @@ pub fn static_targets(flags: &[String]) -> anyhow::Result<StaticTargets> {
     Ok(map)
 }
 
-/// Logs as text or JSON lines, level from RUST_LOG (default info).
+/// Logs as text or JSON lines, level from RUST_LOG (default info), coloured as `--color` says.
 pub fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(super::color::logs())
         .with_writer(std::io::stderr);
     let _ = if format == "json" {
         builder.json().try_init()
