@@ -413,3 +413,14 @@ fn logs_carry_colour_only_when_asked_or_on_a_terminal() {
     assert!(!first_log_line(&["--color", "never"]).contains('\u{1b}'));
     assert!(first_log_line(&["--color", "always"]).contains('\u{1b}'));
 }
+
+#[test]
+fn a_misspelt_policy_key_gets_the_key_meant() {
+    let out = infscale(&["simulate", "queue:24,lookahed=45"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown policy key \"lookahed\"; did you mean \"lookahead\"?"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -210,9 +210,11 @@ impl TargetSpec {
             }
             if !keys().any(|known| known == k) {
                 let known: Vec<_> = keys().collect();
+                let hint = infscale_core::policy::suggest::nearest(k, keys())
+                    .map_or_else(String::new, |near| format!("did you mean {near:?}? "));
                 return Err(bad(
                     k,
-                    format!("unknown key; infscale reads {}", known.join(", ")),
+                    format!("unknown key; {hint}infscale reads {}", known.join(", ")),
                 ));
             }
             used.insert(k, v.as_str());
@@ -480,6 +482,16 @@ mod tests {
 
     fn spec(pairs: &[(&str, &str)]) -> Result<TargetSpec, MetadataError> {
         TargetSpec::from_metadata("chat", "llm", &meta(pairs), &AllowedActivators::default())
+    }
+
+    #[test]
+    fn a_misspelt_trigger_key_gets_the_key_meant() {
+        let e = spec(&[("threshold", "24"), ("lookaheadSecond", "45")])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("lookaheadSecond"), "{e}");
+        assert!(e.contains("did you mean \"lookaheadSeconds\"?"), "{e}");
     }
 
     #[test]

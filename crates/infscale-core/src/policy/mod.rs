@@ -9,6 +9,7 @@
 pub mod exports;
 pub mod keys;
 pub mod scaled_object;
+pub mod suggest;
 
 use crate::control::hpa::{Behavior, Controller, Rules};
 use serde::{Deserialize, Serialize};
@@ -112,7 +113,7 @@ pub enum PolicyError {
     UnknownMetric(String),
     #[error("policy {0:?} has no target: write it as metric:target, e.g. queue:24")]
     MissingTarget(String),
-    #[error("unknown policy key {0:?}; the keys are {names}", names = key_names())]
+    #[error("unknown policy key {0:?}{hint}; the keys are {names}", hint = did_you_mean(.0), names = key_names())]
     UnknownKey(String),
     #[error("{key}={value:?}: {expected}")]
     BadValue {
@@ -243,6 +244,12 @@ pub const DEFAULT_WRITES_PER_MINUTE: u32 = 60;
 
 fn default_cost_writes() -> u32 {
     DEFAULT_WRITES_PER_MINUTE
+}
+
+/// `; did you mean "lookahead"?` for a key near a known one, else nothing.
+fn did_you_mean(typed: &str) -> String {
+    suggest::nearest(typed, keys::KEYS.iter().map(|k| k.name))
+        .map_or_else(String::new, |k| format!("; did you mean {k:?}?"))
 }
 
 fn key_names() -> String {
