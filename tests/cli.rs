@@ -233,7 +233,12 @@ fn decide_json_names_the_policy_it_applied_flags_included() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let policy = json["policy"].as_str().unwrap_or_default().to_owned();
     for key in ["queue:24", "min=0", "max=6", "lookahead=45"] {
-        assert!(policy.split(',').any(|k| k == key || policy.starts_with(key)), "{policy}");
+        assert!(
+            policy
+                .split(',')
+                .any(|k| k == key || policy.starts_with(key)),
+            "{policy}"
+        );
     }
     // It is a policy string `decide` reads back to the same count.
     let again = infscale(&[
@@ -263,11 +268,19 @@ fn a_rate_scale_applies_to_the_built_in_day_and_is_refused_where_it_cannot() {
     for x in ["0", "-1"] {
         let out = infscale(&["simulate", &format!("--rate-scale={x}"), "cpu:60"]);
         assert_eq!(out.status.code(), Some(2));
-        assert!(stderr(&out).contains(&format!("--rate-scale {x}")), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("--rate-scale {x}")),
+            "{}",
+            stderr(&out)
+        );
     }
     let out = infscale(&["simulate", "--suite", "--seeds", "1", "--rate-scale", "2"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--suite-trace FILE@X"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--suite-trace FILE@X"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -379,7 +392,11 @@ fn a_closed_stdout_ends_a_printing_command_quietly() {
         let out = child.wait_with_output().expect("wait");
         let quiet = out.status.code() == Some(0) || out.status.signal() == Some(13);
         assert!(quiet, "{args:?}: {:?}\n{}", out.status, stderr(&out));
-        assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
 }
 
@@ -423,4 +440,30 @@ fn a_misspelt_policy_key_gets_the_key_meant() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Every subcommand's `--help` ends with an example that parses with today's flags.
+#[test]
+fn every_subcommand_has_an_example_that_parses() {
+    use clap::{CommandFactory, Parser};
+    use infscale::cli::Cli;
+    let cli = Cli::command();
+    for sub in cli.get_subcommands() {
+        let help = sub
+            .get_after_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        let example = help
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("infscale "))
+            .unwrap_or_else(|| panic!("{}: no example in {help:?}", sub.get_name()));
+        assert!(
+            example.starts_with(&format!("infscale {} ", sub.get_name())),
+            "{example}"
+        );
+        if let Err(e) = Cli::try_parse_from(example.split_whitespace()) {
+            panic!("{example}: {e}");
+        }
+    }
 }

@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "upstream")]
     pub routes: Option<PathBuf>,
     /// Seconds between reads of the routes file (a change applies without a restart; 0: never).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub routes_reload_seconds: f64,
     /// The one route's upstream: http://HOST:PORT.
     #[arg(long, value_name = "URL")]
@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long, default_value_t = 256)]
     pub max_models: usize,
     /// Seconds a learned model stays known (its port open) after its slice went.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     pub model_linger_seconds: f64,
     /// Requests held at once over every route of one namespace.
     #[arg(long, default_value_t = 4000)]
@@ -62,7 +62,7 @@ pub struct Args {
     pub service: Option<String>,
     /// Seconds a request is held before it is answered 504 (the one route's; a learned model's
     /// when its trigger says none, and the longest it may say).
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub hold_timeout: f64,
     /// Requests held at once before new ones are answered 503 (the one route's; a learned
     /// model's when its trigger says none, and the most it may say).
@@ -81,7 +81,7 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub kube_api: Option<String>,
     /// Seconds forwarded requests may take to finish after SIGTERM.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub drain_seconds: f64,
     /// Answer a held streaming request at once and send an SSE comment every this many seconds
     /// until the model answers (off by default).
@@ -94,10 +94,10 @@ pub struct Args {
     pub max_connections: usize,
     /// Seconds a client connection to the proxy may last: then it is closed gracefully
     /// with its next request (HTTP/1.1 after that answer, HTTP/2 with GOAWAY).
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     pub connection_max_age_seconds: f64,
     /// Seconds one /queue/watch stream lasts before it ends cleanly (the scaler reconnects).
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub watch_max_seconds: f64,
     /// Client connections from one address at once; one more is closed as it is accepted.
     #[arg(long, default_value_t = 1024)]
@@ -108,10 +108,10 @@ pub struct Args {
     pub admin_max_connections: usize,
     /// Seconds a request head may take to arrive (also how long a connection may sit with no
     /// request open, HTTP/1.1 or HTTP/2).
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 20.0)]
     pub header_timeout: f64,
     /// Seconds a request body may take to arrive (408 after).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub body_timeout: f64,
     /// Bytes of request bodies held or being read at once, over all routes (503 past it).
     #[arg(long, default_value_t = 128 << 20)]
@@ -126,26 +126,26 @@ pub struct Args {
     #[arg(long, default_value_t = 64 << 20)]
     pub body_budget_per_route_bytes: usize,
     /// Seconds a request body may pause with no byte arriving (408 after).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub body_idle: f64,
     /// Seconds an upstream may take to send a response head once the request is written to it
     /// (504 after).
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub upstream_head_timeout: f64,
     /// Seconds an upstream may stay silent in the middle of a response before it is cut.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub upstream_idle: f64,
     /// Seconds a client may read nothing of its response before it is cut.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
     pub client_stall: f64,
     /// Seconds between health probes while requests are held (routes probed by a health path).
-    #[arg(long, default_value_t = 0.025)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.025)]
     pub probe_held_seconds: f64,
     /// Seconds between health probes while nothing is held.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     pub probe_idle_seconds: f64,
     /// Seconds one health probe may take before it counts as failed.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     pub probe_timeout_seconds: f64,
     /// Failed health probes in a row that turn a ready route not ready.
     #[arg(long, default_value_t = 3)]

@@ -9,8 +9,13 @@ use crate::sim::trace::Scenario;
 use anyhow::Context;
 use std::path::PathBuf;
 
+/// The heading the GPU model's flags stand under in every command's help, and the section of
+/// docs/cli.md that lists them once.
+pub const HEADING: &str = "GPU model";
+
 /// The GPU replica model: a YAML file of fields, then flags over it.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = HEADING)]
 pub struct GpuArgs {
     /// YAML file with any of the fields below (snake_case names, e.g. `hbm_gb_per_s: 2000`).
     #[arg(long, value_name = "FILE")]
@@ -58,13 +63,13 @@ pub struct GpuArgs {
     #[arg(long)]
     pub max_batch: Option<u32>,
     /// Image pull, seconds [default: 45].
-    #[arg(long)]
+    #[arg(long, value_name = "SECONDS")]
     pub image_pull_s: Option<f64>,
     /// Weight load rate, GB/s [default: 1].
     #[arg(long)]
     pub load_gb_per_s: Option<f64>,
     /// Warm-up, seconds [default: 30].
-    #[arg(long)]
+    #[arg(long, value_name = "SECONDS")]
     pub warmup_s: Option<f64>,
     /// The whole cold start, seconds, in place of the image pull, load and warm-up (a snapshot
     /// restore that makes every start 10 s, say) [default: derived, 91].
@@ -142,14 +147,15 @@ impl GpuArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[command(flatten)]
-    pub gpu: GpuArgs,
     /// Print the model's parameters as YAML (a starting point for --gpu-file).
     #[arg(long)]
     pub yaml: bool,
     /// A YAML scenario whose request lengths the capacity line uses [default: the built-in day's].
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
+    // Last: the flags after it would stand under its help heading.
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {

@@ -53,7 +53,7 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub scrape_via: Option<ScrapeVia>,
     /// Seconds allowed for each scrape.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     pub timeout: f64,
     /// The time of this decision in seconds [default: now, as Unix time].
     #[arg(long, value_name = "SECONDS")]

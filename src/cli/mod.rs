@@ -46,20 +46,40 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Read /metrics pages (files or URLs) and print each replica's load signals.
+    #[command(after_help = "Example:\n  infscale parse http://10.0.0.12:8000/metrics")]
     Parse(parse::Args),
     /// Decide a replica count from /metrics pages, held requests and a policy, with reasons.
+    #[command(
+        after_help = "Example:\n  infscale decide http://10.0.0.12:8000/metrics --policy queue:192,lookahead=45 --current 2"
+    )]
     Decide(Box<decide::Args>),
     /// Serve KEDA's external scaler protocol (gRPC): scale model servers on running + waiting.
+    #[command(
+        after_help = "Example:\n  infscale serve --listen 0.0.0.0:9090 --metrics-listen 0.0.0.0:9091"
+    )]
     Serve(Box<serve::Args>),
     /// Decide for a Deployment in a cluster (and with --apply, scale it), without KEDA.
+    #[command(
+        after_help = "Example:\n  infscale kube -n llm --deployment chat --policy queue:192,min=1,max=8"
+    )]
     Kube(Box<kube::Args>),
     /// Proxy requests to model Services, holding them while no replica is ready.
+    #[command(
+        after_help = "Example:\n  infscale activator --listen 127.0.0.1:8080 --upstream http://127.0.0.1:8000"
+    )]
     Activator(Box<activator::Args>),
     /// Drive an OpenAI-compatible server with load; --sweep finds the concurrency it saturates at.
+    #[command(
+        after_help = "Example:\n  infscale load --url http://127.0.0.1:8000 --stream --sweep 2,8,32"
+    )]
     Load(Box<load::Args>),
     /// Serve an OpenAI-compatible model server on CPU, timed by the GPU replica model.
+    #[command(
+        after_help = "Example:\n  infscale emulate --listen 127.0.0.1:8000 --dialect vllm --speed 10"
+    )]
     Emulate(Box<emulate::Args>),
     /// The whole loop on this machine: emulated replicas, the activator, serve, KEDA and its HPA.
+    #[command(after_help = "Example:\n  infscale demo --quick")]
     Demo(Box<demo::Args>),
     #[command(flatten)]
     Tuning(Tuning),
@@ -69,10 +89,15 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum Tuning {
     /// Print the GPU replica model's derived numbers.
+    #[command(after_help = "Example:\n  infscale gpu --params-billion 70 --gpu-memory-gb 80")]
     Gpu(Box<gpu::Args>),
     /// Replay a trace through simulated GPU replicas under the KEDA + HPA loop.
+    #[command(
+        after_help = "Example:\n  infscale simulate queue:192 queue+work:192,1.0,lookahead=45,min=0"
+    )]
     Simulate(Box<simulate::Args>),
     /// Search policies on a trace: the Pareto frontier and a ready-to-apply ScaledObject.
+    #[command(after_help = "Example:\n  infscale tune --trace my-day.csv --max-miss 1")]
     Tune(Box<tune::Args>),
 }
 

@@ -90,17 +90,51 @@ pub fn command_line() -> String {
             out.push_str(&format!("{}\n\n", cell(&about.to_string())));
         }
         out.push_str(&arguments(sub, false));
+        if sub.get_arguments().any(is_gpu) {
+            out.push_str("With [the GPU model's flags](#the-gpu-models-flags).\n\n");
+        }
+        let help = sub
+            .get_after_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        for example in help
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("infscale "))
+        {
+            out.push_str(&format!("Example: `{example}`\n\n"));
+        }
+    }
+    if let Some(gpu) = cli.get_subcommands().find(|s| s.get_name() == "gpu") {
+        out.push_str("## The GPU model's flags\n\n");
+        out.push_str(
+            "`gpu`, `simulate`, `tune` and `emulate` take these (under the help's \"GPU model\" \
+             heading); each is also a field of `--gpu-file`.\n\n",
+        );
+        out.push_str(&table(gpu.get_arguments().filter(|a| is_gpu(a))));
     }
     out
 }
 
-/// A command's arguments as a table; `globals`: with those every subcommand takes, shown once.
+/// Whether `arg` is one of the GPU model's flags.
+fn is_gpu(arg: &clap::Arg) -> bool {
+    arg.get_help_heading() == Some(super::gpu::HEADING)
+}
+
+/// A command's arguments as a table, without the GPU model's (listed once); `globals`: with
+/// those every subcommand takes, shown once at the top.
 fn arguments(command: &clap::Command, globals: bool) -> String {
+    table(
+        command
+            .get_arguments()
+            .filter(|a| (globals || !a.is_global_set()) && !is_gpu(a)),
+    )
+}
+
+/// Arguments as a table of flag, default and meaning.
+fn table<'a>(args: impl Iterator<Item = &'a clap::Arg>) -> String {
     let mut out = String::from("| argument | default | meaning |\n|---|---|---|\n");
-    for arg in command
-        .get_arguments()
-        .filter(|a| !a.is_hide_set() && (globals || !a.is_global_set()))
-    {
+    for arg in args.filter(|a| !a.is_hide_set()) {
         let id = arg.get_id().as_str();
         if id == "help" || id == "version" {
             continue;

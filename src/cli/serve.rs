@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long)]
     pub namespace: Option<String>,
     /// Serve mode: seconds a Service's lease holds unrenewed before another replica takes over.
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 15.0)]
     pub lease_seconds: f64,
     /// Use this Kubernetes API server without credentials (e.g. `kubectl proxy`'s); default:
     /// the in-cluster service account, else the kubeconfig.
@@ -72,11 +72,11 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub scrape_memory_bytes: usize,
     /// Stop a target's collector after this many seconds without a call for it.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     pub idle_stop_seconds: f64,
     /// Keep using the last pod list this many seconds after the Kubernetes API stops answering,
     /// then answer with errors.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub stale_after_seconds: f64,
     /// The most triggers followed at once; a call for one more is RESOURCE_EXHAUSTED unless a
     /// quiet one gives way.
@@ -93,12 +93,12 @@ pub struct Args {
     /// Seconds a gRPC connection may last: then GOAWAY, and closed --drain-seconds later with
     /// what is open on it (KEDA reconnects). A metrics-port connection past this age is closed
     /// with its next answer.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     pub connection_max_age_seconds: f64,
     /// Close a gRPC connection after this many seconds without a byte from its client (the
     /// scaler pings three times in that span, so live clients always answer), or without a
     /// call since it was accepted.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120.0)]
     pub connection_idle_seconds: f64,
     /// The most connections to the metrics port at once; at the cap a newcomer makes room as
     /// on the gRPC port (--max-connections).
@@ -106,17 +106,17 @@ pub struct Args {
     pub metrics_max_connections: usize,
     /// Seconds a new connection (either port) has to send its first byte, and a metrics
     /// request its whole head.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub header_timeout_seconds: f64,
     /// After SIGTERM, how long calls in flight have before the process exits (streams end at once).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub drain_seconds: f64,
     /// Seconds an activator has to answer `/queue`, or the head of its `/queue/watch`.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub activator_timeout_seconds: f64,
     /// Seconds an activator's `/queue/watch` may stay silent (no event, no keep-alive) before it
     /// counts as stalled; keep it above twice the activator's keep-alive interval (5 s).
-    #[arg(long, default_value_t = 12.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 12.0)]
     pub activator_watch_idle_seconds: f64,
     /// Log format: text or json (level from RUST_LOG, default info).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]

@@ -71,19 +71,19 @@ pub struct SimArgs {
     #[arg(long, default_value = "external-push", value_parser = ["external", "external-push"])]
     pub trigger: String,
     /// KEDA pollingInterval, seconds.
-    #[arg(long, default_value_t = crate::scaling::cycle::POLLING_INTERVAL_S)]
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::scaling::cycle::POLLING_INTERVAL_S)]
     pub polling_interval: f64,
     /// How often the scaler scrapes the pods, seconds.
-    #[arg(long, default_value_t = crate::scaling::cycle::SCRAPE_INTERVAL_S)]
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::scaling::cycle::SCRAPE_INTERVAL_S)]
     pub scrape_interval: f64,
     /// A first token later than this misses the SLO, seconds.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     pub slo_ttft: f64,
     /// How long the activator holds a request at zero before answering 504, seconds.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub hold_timeout: f64,
     /// Engine step, seconds.
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.25)]
     pub dt: f64,
     /// Most replicas for policies that do not set max.
     #[arg(long, default_value_t = 8)]

@@ -44,7 +44,14 @@ mod tests {
 
     #[test]
     fn a_near_misspelling_gets_the_key_and_a_stranger_gets_none() {
-        let keys = ["lookahead", "downwindow", "upwindow", "min", "max", "cooldown"];
+        let keys = [
+            "lookahead",
+            "downwindow",
+            "upwindow",
+            "min",
+            "max",
+            "cooldown",
+        ];
         assert_eq!(nearest("lookahed", keys), Some("lookahead"));
         assert_eq!(nearest("LookAhead", keys), Some("lookahead"));
         assert_eq!(nearest("downwidnow", keys), Some("downwindow"));

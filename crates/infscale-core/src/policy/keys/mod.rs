@@ -143,7 +143,10 @@ pub fn key(name: &str) -> Option<&'static Key> {
 pub fn spec(policy: &Policy) -> String {
     let targets: Vec<String> = policy.metrics().iter().map(|m| num(m.1)).collect();
     let mut out = format!("{}:{}", policy.metric_list("+"), targets.join(","));
-    for key in KEYS.iter().filter(|k| !matches!(k.name, "metric" | "target")) {
+    for key in KEYS
+        .iter()
+        .filter(|k| !matches!(k.name, "metric" | "target"))
+    {
         if let Some(value) = (key.render)(policy) {
             out.push_str(&format!(",{}={value}", key.name));
         }
