@@ -9,6 +9,7 @@
 mod csv;
 mod datetime;
 pub mod formats;
+pub mod from_prometheus;
 pub mod replay;
 mod taken;
 
