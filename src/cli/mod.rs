@@ -24,6 +24,7 @@ pub mod simulate;
 mod state_file;
 mod suite;
 mod table;
+mod trace;
 mod trigger_reference;
 mod tune;
 mod tune_suite;
@@ -57,6 +58,8 @@ pub enum Command {
     Emulate(Box<emulate::Args>),
     /// The whole loop on this machine: emulated replicas, the activator, serve, KEDA and its HPA.
     Demo(Box<demo::Args>),
+    /// Build a trace for `simulate --trace` from Prometheus: request counters and token histograms.
+    Trace(Box<trace::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -94,6 +97,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Load(args) => runtime()?.block_on(load::run(*args)),
         Command::Emulate(args) => runtime()?.block_on(emulate::run(*args)),
         Command::Demo(args) => runtime()?.block_on(demo::run(*args)),
+        Command::Trace(args) => runtime()?.block_on(trace::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }
