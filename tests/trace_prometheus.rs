@@ -182,6 +182,7 @@ async fn a_trace_built_from_prometheus_replays_the_emulated_run() {
         trace.requests.iter().map(|r| f64::from(f(r))).sum::<f64>() / n
     };
     let (built_prompt, built_output) = (mean(|r| r.prompt), mean(|r| r.output));
+    println!("{stderr}");
     println!(
         "emulated: {served} requests, mean prompt {mean_prompt:.1}, mean output {mean_output:.1}; \
          built: {n} requests, mean prompt {built_prompt:.1}, mean output {built_output:.1}"

@@ -271,7 +271,7 @@ fn summary(
         args.output
     );
     out += &format!(
-        "  mean prompt {:.1} tokens, mean output {:.1} tokens; {} steps without a request\n",
+        "  mean prompt {:.1} tokens, mean output {:.1} tokens; steps without a request: {}\n",
         b.mean_prompt, b.mean_output, b.quiet_steps
     );
     if seen.resets > 0 || seen.gaps > 0 {
