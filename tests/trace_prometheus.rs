@@ -110,6 +110,35 @@ async fn wait_for_samples(prom: &str, targets: usize, dir: &Path) {
     }
 }
 
+/// Waits (at most 60 s) until Prometheus' latest samples of the success counter sum to `served`.
+async fn wait_for_count(prom: &str, served: f64, dir: &Path) {
+    let client = reqwest::Client::new();
+    let query = format!("{prom}/api/v1/query?query=sum(vllm:request_success_total)");
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut last = None;
+    loop {
+        let seen = async {
+            let body = client.get(&query).send().await.ok()?.text().await.ok()?;
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            v["data"]["result"][0]["value"][1]
+                .as_str()?
+                .parse::<f64>()
+                .ok()
+        }
+        .await;
+        if seen == Some(served) {
+            return;
+        }
+        last = seen.or(last);
+        let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+        assert!(
+            Instant::now() < until,
+            "Prometheus saw {last:?} of {served} requests after 60 s; its log:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 async fn emulator() -> Emulator {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let cfg = EmulateConfig {
@@ -150,9 +179,9 @@ async fn a_trace_built_from_prometheus_replays_the_emulated_run() {
     let served = (short.ok + long.ok) as f64;
     let mean_prompt = (short.ok * 100 + long.ok * 700) as f64 / served;
     let mean_output = (short.ok * 20 + long.ok * 60) as f64 / served;
-    // The last requests' counts reach Prometheus at its next scrapes.
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let end = now_s().floor();
+    // The window ends once Prometheus has scraped every request served (a count, not a wait).
+    wait_for_count(&prom, served, &dir).await;
+    let end = now_s().ceil();
 
     let csv = dir.join("trace.csv");
     let out = infscale(&[

@@ -31,7 +31,8 @@ pub struct Args {
     /// The window's start: unix seconds or UTC (2026-12-01T09:00:00Z).
     #[arg(long, value_name = "TIME")]
     pub start: String,
-    /// The window's end: unix seconds or UTC.
+    /// The window's end: unix seconds or UTC (the last step reaches past it when the window is
+    /// not a whole number of steps).
     #[arg(long, value_name = "TIME")]
     pub end: String,
     /// Seconds between samples: requests are counted per step and spread within it. At least

@@ -20,7 +20,8 @@ pub struct Window {
 pub const MAX_STEPS: usize = 11_000;
 
 impl Window {
-    /// The window from `start` to `end` (unix seconds) in steps of `step` seconds.
+    /// The window from `start` to `end` (unix seconds) in steps of `step` seconds, the last
+    /// reaching `end` or just past it.
     pub fn new(start: f64, end: f64, step: f64) -> Result<Window, String> {
         if !(step.is_finite() && step > 0.0) {
             return Err(format!("step {step}: expected seconds above 0"));
@@ -28,12 +29,9 @@ impl Window {
         if !(start.is_finite() && end.is_finite() && end > start) {
             return Err(format!("end {end} is not after start {start}"));
         }
-        let steps = ((end - start) / step).floor();
-        if steps < 1.0 {
-            return Err(format!(
-                "the window {start}..{end} is shorter than one step of {step} s"
-            ));
-        }
+        // A window that is not a whole number of steps ends with a whole step past `end`, so
+        // that the last requests before `end` are counted.
+        let steps = ((end - start) / step - 1e-9).ceil().max(1.0);
         if steps > MAX_STEPS as f64 {
             return Err(format!(
                 "{steps} steps of {step} s: at most {MAX_STEPS}; take a longer step"
@@ -110,9 +108,10 @@ mod tests {
         assert!(Window::new(10.0, 10.0, 1.0)
             .unwrap_err()
             .contains("not after"));
-        assert!(Window::new(0.0, 0.5, 1.0).unwrap_err().contains("shorter"));
         assert!(Window::new(0.0, 1e9, 1.0).unwrap_err().contains("at most"));
-        assert_eq!(Window::new(100.0, 110.5, 2.0).unwrap().steps, 5);
+        assert_eq!(Window::new(0.0, 0.5, 1.0).unwrap().steps, 1);
+        assert_eq!(Window::new(100.0, 110.0, 2.0).unwrap().steps, 5);
+        assert_eq!(Window::new(100.0, 110.5, 2.0).unwrap().steps, 6);
     }
 
     #[test]
