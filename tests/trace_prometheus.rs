@@ -156,6 +156,65 @@ fn open_loop(e: &Emulator, rate: f64, seed: u64, prompt: u32, output: u32) -> Co
     c
 }
 
+/// A trace's request count and mean lengths.
+#[derive(Debug)]
+struct Measured {
+    requests: f64,
+    prompt: f64,
+    output: f64,
+}
+
+impl Measured {
+    /// Each figure within 10% of `want`'s.
+    fn near(&self, want: &Measured) {
+        let close = |got: f64, w: f64| (got - w).abs() <= 0.1 * w;
+        assert!(
+            close(self.requests, want.requests)
+                && close(self.prompt, want.prompt)
+                && close(self.output, want.output),
+            "built {self:?}, emulated {want:?}"
+        );
+    }
+}
+
+/// Runs `infscale trace` over `window` into `csv` and reads the CSV back with the simulator's
+/// reader.
+fn built(prom: &str, window: &[String; 2], extra: &[&str], csv: &Path) -> Measured {
+    let mut args = vec![
+        "trace",
+        "--prometheus",
+        prom,
+        "--selector",
+        "job=\"emulated\"",
+        "--start",
+        &window[0],
+        "--end",
+        &window[1],
+        "--step",
+        "2",
+        "-o",
+    ];
+    args.push(csv.to_str().expect("a UTF-8 path"));
+    args.extend_from_slice(extra);
+    let out = infscale(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    println!("{stderr}");
+    assert!(stderr.contains("steps of 2 s"), "{stderr}");
+    assert!(stderr.contains("not in the data"), "{stderr}");
+    let text = std::fs::read_to_string(csv).expect("the CSV written");
+    let trace = Trace::from_csv("trace.csv", &text, None).expect("a trace simulate reads");
+    let n = trace.requests.len() as f64;
+    let sum = |f: fn(&infscale::sim::trace::Request) -> u32| {
+        trace.requests.iter().map(|r| f64::from(f(r))).sum::<f64>()
+    };
+    Measured {
+        requests: n,
+        prompt: sum(|r| r.prompt) / n,
+        output: sum(|r| r.output) / n,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trace_built_from_prometheus_replays_the_emulated_run() {
     let dir = temp_dir("trace-prometheus");
@@ -183,52 +242,21 @@ async fn a_trace_built_from_prometheus_replays_the_emulated_run() {
     wait_for_count(&prom, served, &dir).await;
     let end = now_s().ceil();
 
-    let csv = dir.join("trace.csv");
-    let out = infscale(&[
-        "trace",
-        "--prometheus",
-        &prom,
-        "--selector",
-        "job=\"emulated\"",
-        "--start",
-        &start.to_string(),
-        "--end",
-        &end.to_string(),
-        "--step",
-        "2",
-        "-o",
-        csv.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("steps of 2 s"), "{stderr}");
-    assert!(stderr.contains("not in the data"), "{stderr}");
-
-    let text = std::fs::read_to_string(&csv).unwrap();
-    let trace = Trace::from_csv("trace.csv", &text, None).unwrap();
-    let n = trace.requests.len() as f64;
-    let mean = |f: fn(&infscale::sim::trace::Request) -> u32| {
-        trace.requests.iter().map(|r| f64::from(f(r))).sum::<f64>() / n
+    let want = Measured {
+        requests: served,
+        prompt: mean_prompt,
+        output: mean_output,
     };
-    let (built_prompt, built_output) = (mean(|r| r.prompt), mean(|r| r.output));
-    println!("{stderr}");
-    println!(
-        "emulated: {served} requests, mean prompt {mean_prompt:.1}, mean output {mean_output:.1}; \
-         built: {n} requests, mean prompt {built_prompt:.1}, mean output {built_output:.1}"
-    );
-    let near = |got: f64, want: f64| (got - want).abs() <= 0.1 * want;
-    assert!(
-        near(n, served),
-        "{n} requests built, {served} served\n{stderr}"
-    );
-    assert!(
-        near(built_prompt, mean_prompt),
-        "prompt {built_prompt} vs {mean_prompt}"
-    );
-    assert!(
-        near(built_output, mean_output),
-        "output {built_output} vs {mean_output}"
-    );
+    let csv = dir.join("trace.csv");
+    let window = [start.to_string(), end.to_string()];
+    let histograms = built(&prom, &window, &[], &csv);
+    println!("emulated: {want:?}\nbuilt from the histograms: {histograms:?}");
+    histograms.near(&want);
+    // The token counters alone (llama.cpp's only source) give each step's mean length.
+    let counters_csv = dir.join("counters.csv");
+    let counters = built(&prom, &window, &["--lengths", "counters"], &counters_csv);
+    println!("built from the token counters: {counters:?}");
+    counters.near(&want);
 
     let sim = infscale(&["simulate", "--trace", csv.to_str().unwrap()]);
     assert!(
