@@ -121,6 +121,24 @@ impl Lengths {
         }
     }
 
+    /// Whether every per-step list has `steps` entries (and each step every bucket).
+    pub fn fits(&self, steps: usize) -> bool {
+        match self {
+            Lengths::Mean { tokens, requests } => tokens.len() == steps && requests.len() == steps,
+            Lengths::Histogram {
+                bounds,
+                buckets,
+                sums,
+                counts,
+            } => {
+                buckets.len() == steps
+                    && sums.len() == steps
+                    && counts.len() == steps
+                    && buckets.iter().all(|b| b.len() == bounds.len() + 1)
+            }
+        }
+    }
+
     /// Whether any length data was seen over the window.
     pub fn is_empty(&self) -> bool {
         match self {

@@ -52,6 +52,14 @@ pub fn build(e: &Exported, seed: u64) -> Result<Built, TraceError> {
             w.steps
         )));
     }
+    for (what, l) in [("prompt", &e.prompt), ("output", &e.output)] {
+        if !l.fits(w.steps) {
+            return Err(TraceError(format!(
+                "{what} lengths do not cover the {} steps",
+                w.steps
+            )));
+        }
+    }
     let counted: f64 = e.requests.iter().sum();
     if counted < 0.5 {
         return Err(TraceError(
@@ -178,6 +186,11 @@ mod tests {
             requests: vec![1.0],
         };
         assert!(build(&x, 1).unwrap_err().0.contains("no prompt lengths"));
+        x.prompt = Lengths::Mean {
+            tokens: vec![1.0, 2.0],
+            requests: vec![1.0],
+        };
+        assert!(build(&x, 1).unwrap_err().0.contains("do not cover"));
     }
 
     #[test]
