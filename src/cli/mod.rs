@@ -25,6 +25,7 @@ pub mod simulate;
 mod state_file;
 mod suite;
 mod table;
+mod trace;
 mod trigger_reference;
 mod tune;
 mod tune_suite;
@@ -81,6 +82,11 @@ pub enum Command {
     /// The whole loop on this machine: emulated replicas, the activator, serve, KEDA and its HPA.
     #[command(after_help = "Example:\n  infscale demo --quick")]
     Demo(Box<demo::Args>),
+    /// Build a trace for `simulate --trace` from Prometheus: request counters and token histograms.
+    #[command(
+        after_help = "Example:\n  infscale trace --prometheus http://prom:9090 --start 1764547200 --end 1764568800 -o day.csv"
+    )]
+    Trace(Box<trace::Args>),
     #[command(flatten)]
     Tuning(Tuning),
 }
@@ -127,6 +133,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Load(args) => runtime()?.block_on(load::run(*args)),
         Command::Emulate(args) => runtime()?.block_on(emulate::run(*args)),
         Command::Demo(args) => runtime()?.block_on(demo::run(*args)),
+        Command::Trace(args) => runtime()?.block_on(trace::run(*args)),
         Command::Tuning(command) => run_tuning(command),
     }
 }

@@ -74,6 +74,13 @@ pub struct Stats {
     pub finished_output_tokens: u64,
     /// Prompt and output lengths of finished requests, summed.
     pub finished_prompt_tokens: u64,
+    /// Finished requests per prompt and per output length bucket (not cumulative; the last is
+    /// +Inf) on [`Stats::length_bounds`], as vLLM's `vllm:request_prompt_tokens` and
+    /// `vllm:request_generation_tokens` histograms count them.
+    pub prompt_len_counts: Vec<u64>,
+    pub output_len_counts: Vec<u64>,
+    /// vLLM's length buckets: 1, 2, 5, 10, 20, 50, ... up to the model's length.
+    pub length_bounds: Vec<f64>,
     /// TTFT bucket counts (not cumulative; the last is +Inf) on [`TTFT_BUCKETS`], wall seconds.
     pub ttft_counts: Vec<u64>,
     pub ttft_sum_s: f64,
@@ -87,6 +94,32 @@ pub struct Stats {
     /// Steps with a running batch, and the batch sizes summed over them.
     pub decode_steps: u64,
     pub busy_slots: u64,
+}
+
+/// vLLM's `build_1_2_5_buckets(max_model_len)`: 1, 2, 5, 10, 20, 50, ... while at most `max`.
+pub fn buckets_1_2_5(max: u32) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut scale = 1.0;
+    loop {
+        for m in [1.0, 2.0, 5.0] {
+            let b = m * scale;
+            if b > f64::from(max) {
+                return out;
+            }
+            out.push(b);
+        }
+        scale *= 10.0;
+    }
+}
+
+impl Stats {
+    /// The length histograms on vLLM's buckets for a model of `max` tokens, emptied.
+    pub fn with_max_model_len(mut self, max: u32) -> Stats {
+        self.length_bounds = buckets_1_2_5(max);
+        self.prompt_len_counts = vec![0; self.length_bounds.len() + 1];
+        self.output_len_counts = vec![0; self.length_bounds.len() + 1];
+        self
+    }
 }
 
 /// A request the engine holds.
@@ -132,7 +165,8 @@ impl Engine {
             stats: Stats {
                 ttft_counts: vec![0; TTFT_BUCKETS.len() + 1],
                 ..Stats::default()
-            },
+            }
+            .with_max_model_len(super::Limits::default().max_model_len),
             first: Vec::new(),
             finished: Vec::new(),
             notify_every: 1,
@@ -143,6 +177,12 @@ impl Engine {
     /// end (vLLM's and SGLang's `--stream-interval`); the progress it reads is always current.
     pub fn with_stream_interval(mut self, tokens: u32) -> Engine {
         self.notify_every = tokens.max(1);
+        self
+    }
+
+    /// Length histograms on vLLM's buckets for a model of `max` tokens (before any request).
+    pub fn with_max_model_len(mut self, max: u32) -> Engine {
+        self.stats = std::mem::take(&mut self.stats).with_max_model_len(max);
         self
     }
 
@@ -260,6 +300,14 @@ impl Engine {
         for f in &self.finished {
             if let Some(p) = self.pending.get(&f.request) {
                 s.success += 1;
+                let bucket = |n: u32| s.length_bounds.partition_point(|&le| le < f64::from(n));
+                let (pb, ob) = (bucket(p.prompt), bucket(p.output));
+                if let Some(c) = s.prompt_len_counts.get_mut(pb) {
+                    *c += 1;
+                }
+                if let Some(c) = s.output_len_counts.get_mut(ob) {
+                    *c += 1;
+                }
                 s.finished_output_tokens += u64::from(p.output);
                 s.finished_prompt_tokens += u64::from(p.prompt);
                 s.e2e_sum_s += (f.at - p.arrival).max(0.0) / self.speed;

@@ -153,6 +153,22 @@ fn vllm(s: &Stats, model: &str) -> String {
         &s.ttft_counts,
         s.ttft_sum_s,
     );
+    p.histogram(
+        "vllm:request_prompt_tokens",
+        "Number of prefill tokens processed.",
+        &s.length_bounds,
+        1.0,
+        &s.prompt_len_counts,
+        s.finished_prompt_tokens as f64,
+    );
+    p.histogram(
+        "vllm:request_generation_tokens",
+        "Number of generation tokens processed.",
+        &s.length_bounds,
+        1.0,
+        &s.output_len_counts,
+        s.finished_output_tokens as f64,
+    );
     cpu(&mut p, s);
     p.out
 }
@@ -463,6 +479,30 @@ mod tests {
             compute_us: 4e5,
             ..Stats::default()
         }
+        .with_max_model_len(4096)
+    }
+
+    #[test]
+    fn vllm_pages_carry_the_length_histograms_on_vllms_buckets() {
+        let mut s = busy();
+        s.prompt_len_counts[7] = 3; // (100, 200]
+        s.output_len_counts[4] = 3; // (10, 20]
+        s.finished_prompt_tokens = 384;
+        s.finished_output_tokens = 48;
+        let page = render(Dialect::Vllm, &s, "m");
+        let want = [
+            "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"m\",le=\"100\"} 0",
+            "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"m\",le=\"200\"} 3",
+            "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"m\",le=\"2000\"} 3",
+            "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"m\",le=\"+Inf\"} 3",
+            "vllm:request_prompt_tokens_sum{engine=\"0\",model_name=\"m\"} 384",
+            "vllm:request_generation_tokens_bucket{engine=\"0\",model_name=\"m\",le=\"20\"} 3",
+            "vllm:request_generation_tokens_count{engine=\"0\",model_name=\"m\"} 3",
+        ];
+        for w in want {
+            assert!(page.contains(w), "{w} not in {page}");
+        }
+        assert!(!page.contains("le=\"5000\""), "4096 tokens at most: {page}");
     }
 
     #[test]

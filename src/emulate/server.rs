@@ -124,8 +124,9 @@ pub async fn spawn(listener: TcpListener, cfg: EmulateConfig) -> anyhow::Result<
         .local_addr()
         .context("the listener has no local address")?;
     let clock = Clock::new(cfg.speed);
-    let engine =
-        Engine::new(cfg.gpu.clone(), cfg.dt_s, cfg.speed).with_stream_interval(cfg.stream_interval);
+    let engine = Engine::new(cfg.gpu.clone(), cfg.dt_s, cfg.speed)
+        .with_stream_interval(cfg.stream_interval)
+        .with_max_model_len(cfg.limits.max_model_len);
     let stats = Arc::new(Mutex::new(engine.stats().clone()));
     let (submissions, rx) = mpsc::unbounded_channel();
     let engine = tokio::spawn(engine.run(clock, rx, stats.clone()));

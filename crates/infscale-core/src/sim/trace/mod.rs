@@ -5,10 +5,12 @@
 //! piecewise-linear rate, drawn by thinning, and lengths come from the scenario's distributions.
 //! A CSV (`time_s,prompt_tokens,output_tokens`) replays a user's own log; [`formats`] reads the
 //! published traces (Mooncake, BurstGPT, Azure) and tells the formats apart.
+//! [`from_prometheus`] builds one from a fleet's request counters and token histograms.
 
 mod csv;
 mod datetime;
 pub mod formats;
+pub mod from_prometheus;
 pub mod replay;
 mod taken;
 
