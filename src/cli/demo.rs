@@ -2,14 +2,14 @@
 //! could not keep time there (exit 3) rather than misses the policy did not cause; a request lost
 //! while the clock kept time is a failure (exit 1).
 
-use super::simulate::RECOMMENDED_TO_ZERO;
+use super::simulate::{RECOMMENDED_TO_ZERO, ROLES};
 use crate::demo::lag::ClockLag;
 use crate::demo::{self, DemoConfig, DemoReport};
 use crate::emulate::Dialect;
 use crate::limits::DEMO_MAX_REPLICAS;
 use crate::scaling::Policy;
-use crate::sim::report::Summary;
 use crate::sim::trace::Scenario;
+use crate::table::{Align::*, Names, Table};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,26 +58,58 @@ pub const EXIT_LOST: u8 = 1;
 /// Exit status when the run could not keep time on this machine: its misses are not a result.
 pub const EXIT_NO_TIME: u8 = 3;
 
-fn row(s: &Summary) -> String {
+/// What the live view's columns are, printed above its first row.
+fn legend(target: f64) -> String {
+    let target = crate::scaling::demand::fmt(target);
     format!(
-        "{:<70} {:>6} {:>6.1}% {:>8.2}s {:>8.2}s {:>11.1} {:>5}",
-        s.policy,
-        s.requests,
-        s.slo_miss_pct,
-        s.ttft_p50_s,
-        s.ttft_p95_s,
-        s.replica_minutes,
-        s.peak_replicas
+        "every 15 s of the day: the time; arrivals per second over the last 15 s; replicas ready and starting; \
+requests running and waiting on the replicas; held: requests the activator holds (its /queue);\n\
+value: the metric serve last returned to the HPA (GetMetrics), which asks for value / {target} replicas: \
+the requests counted, projected over the cold start and raised to its floors (the history forecast's floor \
+is replicas x {target}, so a multiple of {target} is the floor's, not the requests');\n\
+| who from -> to (why): a decision, by the HPA (hpa), KEDA's poll (keda) or StreamIsActive (push)\n"
     )
 }
 
-fn print(r: &DemoReport, svg: &std::path::Path) {
-    println!(
-        "{:<70} {:>6} {:>7} {:>9} {:>9} {:>11} {:>5}",
-        "run", "reqs", "miss %", "TTFT p50", "TTFT p95", "replica-min", "peak"
-    );
-    println!("{}", row(&r.demo));
-    println!("{}", row(&r.simulated));
+/// The policy's name in the summary: its role when it is one of this project's, else "your
+/// policy"; the full string is printed below the table.
+fn policy_name(label: &str) -> &'static str {
+    ROLES
+        .iter()
+        .find(|(_, full)| *full == label)
+        .map_or("your policy", |(role, _)| role)
+}
+
+/// The summary: the demo's row above the simulator's for the same day, seed and policy.
+fn summary(r: &DemoReport, label: &str) -> String {
+    let mut t = Table::new([
+        ("run", Left),
+        ("policy", Left),
+        ("reqs", Right),
+        ("miss %", Right),
+        ("TTFT p50", Right),
+        ("TTFT p95", Right),
+        ("replica-min", Right),
+        ("peak", Right),
+    ]);
+    let name = policy_name(label);
+    for (run, s) in [("demo", &r.demo), ("simulated", &r.simulated)] {
+        t.row([
+            run.to_owned(),
+            name.to_owned(),
+            s.requests.to_string(),
+            format!("{:.1}%", s.slo_miss_pct),
+            format!("{:.2}s", s.ttft_p50_s),
+            format!("{:.2}s", s.ttft_p95_s),
+            format!("{:.1}", s.replica_minutes),
+            s.peak_replicas.to_string(),
+        ]);
+    }
+    t.render() + &Names::always([label], &[name.to_owned()]).key()
+}
+
+fn print(r: &DemoReport, label: &str, svg: &std::path::Path) {
+    print!("{}", summary(r, label));
     println!(
         "lost {}{}; held at zero and then served {}; fewest ready replicas {}",
         r.lost,
@@ -185,6 +217,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "demo: the default day ({} s) at {}x on 127.0.0.1: emulated vLLM replicas, the activator, serve, KEDA and its HPA over gRPC",
                 cfg.scenario.duration, cfg.speed
             );
+            print!("{}", legend(cfg.policy.target));
         }
         let quiet = args.json;
         let report = demo::run(cfg.clone(), move |line| {
@@ -218,7 +251,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         v["attempts"] = serde_json::Value::from(attempts);
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print(&report, &args.svg);
+        print(&report, &cfg.label, &args.svg);
     }
     // A run that could not keep time judges nothing: a client that fell behind sends its
     // backlog at once, and what that loses is the machine's too.
