@@ -60,15 +60,16 @@ pub const EXIT_NO_TIME: u8 = 3;
 
 /// What the live view's columns are, printed above its first row.
 fn legend(target: f64) -> String {
-    let target = crate::scaling::demand::fmt(target);
-    format!(
-        "every 15 s of the day: the time; arrivals per second over the last 15 s; replicas ready and starting; \
-requests running and waiting on the replicas; held: requests the activator holds (its /queue);\n\
-value: the metric serve last returned to the HPA (GetMetrics), which asks for value / {target} replicas: \
-the requests counted, projected over the cold start and raised to its floors (the history forecast's floor \
-is replicas x {target}, so a multiple of {target} is the floor's, not the requests');\n\
-| who from -> to (why): a decision, by the HPA (hpa), KEDA's poll (keda) or StreamIsActive (push)\n"
-    )
+    let t = crate::scaling::demand::fmt(target);
+    [
+        "live view, a line every 15 s of the day: the time; arrivals per second over the last 15 s;".to_owned(),
+        "  replicas ready and starting; requests running and waiting on the replicas; held: requests the activator holds;".to_owned(),
+        format!("  value: the metric serve last returned to the HPA, which asks for value / {t} replicas: the requests projected"),
+        format!("  over the cold start and raised to the policy's floors (the forecast's floor is replicas x {t}, not a count);"),
+        "  | who from -> to (why): a decision by the HPA (hpa), KEDA's poll (keda) or StreamIsActive at zero (push)".to_owned(),
+    ]
+    .map(|l| l + "\n")
+    .concat()
 }
 
 /// The policy's name in the summary: its role when it is one of this project's, else "your

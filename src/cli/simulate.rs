@@ -502,7 +502,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.sim.mode,
         settings.slo_ttft_s
     );
-    print!("{}", report::table(&summaries, Some(bound.replica_minutes), ROLES));
+    print!(
+        "{}",
+        report::table(&summaries, Some(bound.replica_minutes), ROLES)
+    );
     println!(
         "clairvoyant bound: {:.1} replica-min (a plan that knows the trace, peak {} replicas)",
         bound.replica_minutes,

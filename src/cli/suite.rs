@@ -151,6 +151,9 @@ pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
         print!("{}", suite::family_table(f, j, a, super::simulate::ROLES));
     }
     println!("\nworst family per policy:");
-    print!("{}", suite::worst_table(&judged, anchors.as_ref(), super::simulate::ROLES));
+    print!(
+        "{}",
+        suite::worst_table(&judged, anchors.as_ref(), super::simulate::ROLES)
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -6,14 +6,14 @@
 //! mean, over families, of each family's cost over its days' clairvoyant bounds.
 
 use super::seeds::progress;
+use super::simulate::ROLES;
 use super::tune::Args;
 use crate::sim::replica::Hardware;
 use crate::sim::seeds::{self, Judged, Judgement};
 use crate::sim::suite::{self, Family, Plan};
 use crate::sim::tune;
-use anyhow::bail;
-use super::simulate::ROLES;
 use crate::table::{Align::*, Names, Table};
+use anyhow::bail;
 use std::process::ExitCode;
 
 /// One point over every family: its worst figures and where they were.

@@ -4,9 +4,9 @@
 use super::config::Mode;
 use super::histogram::Percentiles;
 use super::recorder::Recorder;
+use crate::table::{Align::*, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use crate::table::{Align::*, Table};
 use std::fmt::Write;
 
 /// One run's numbers. Rates are over `elapsed_s`, from the first request sent to the last one
@@ -128,7 +128,9 @@ impl Report {
         ]);
         for (name, p) in rows {
             match p {
-                Some(p) => t.row(std::iter::once(name.to_owned()).chain([p.p50, p.p90, p.p95, p.p99].map(ms))),
+                Some(p) => t.row(
+                    std::iter::once(name.to_owned()).chain([p.p50, p.p90, p.p95, p.p99].map(ms)),
+                ),
                 None => t.row([name, "-", "-", "-", "-"]),
             }
         }

@@ -247,7 +247,10 @@ mod tests {
             &[("recommended", other.as_str())],
         );
         assert_eq!(n.shown, ["short", "#1", "recommended", "#1"]);
-        assert_eq!(n.key(), format!("#1:           {long}\nrecommended:  {other}\n"));
+        assert_eq!(
+            n.key(),
+            format!("#1:           {long}\nrecommended:  {other}\n")
+        );
         assert_eq!(Names::of(["a", "b"], &[]).key(), "");
     }
 

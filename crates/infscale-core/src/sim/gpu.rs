@@ -7,8 +7,8 @@
 //! weights. The defaults are an 8B model in FP16 on one 80 GB H100-class card.
 
 use crate::limits;
-use serde::{Deserialize, Serialize};
 use crate::table::{Align, Table};
+use serde::{Deserialize, Serialize};
 
 /// GPUs one replica holds. The model describes one card per replica (no tensor parallelism), so
 /// a replica-hour is a GPU-hour; goodput per GPU-hour divides by this.

@@ -232,7 +232,11 @@ mod tests {
             let (tag, rest) = piece.split_once('>').unwrap();
             let text = rest.split("</text>").next().unwrap().trim().to_owned();
             let num = |n: &str| attr(tag, n).map(|v| v.parse::<f64>().unwrap());
-            let (x, y, px) = (num("x").unwrap(), num("y").unwrap(), num("font-size").unwrap());
+            let (x, y, px) = (
+                num("x").unwrap(),
+                num("y").unwrap(),
+                num("font-size").unwrap(),
+            );
             let w = CHAR_EM * px * text.chars().count() as f64;
             let left = match attr(tag, "text-anchor").as_deref() {
                 Some("middle") => x - w / 2.0,
@@ -251,7 +255,10 @@ mod tests {
                 let (a, cx, cy) = (args[0].to_radians(), args[1], args[2]);
                 let turn = |(px, py): (f64, f64)| {
                     let (dx, dy) = (px - cx, py - cy);
-                    (cx + dx * a.cos() - dy * a.sin(), cy + dx * a.sin() + dy * a.cos())
+                    (
+                        cx + dx * a.cos() - dy * a.sin(),
+                        cy + dx * a.sin() + dy * a.cos(),
+                    )
                 };
                 let corners = [(b.0, b.1), (b.2, b.1), (b.0, b.3), (b.2, b.3)].map(turn);
                 let xs = corners.map(|c| c.0);
@@ -307,8 +314,16 @@ mod tests {
         let hw = Hardware::new(GpuModel::default());
         let r = run(&trace, &hw, &Policy::parse(policy).unwrap(), &settings);
         let panels = [
-            Panel { title: "demo", policy, run: &r },
-            Panel { title: "simulated", policy, run: &r },
+            Panel {
+                title: "demo",
+                policy,
+                run: &r,
+            },
+            Panel {
+                title: "simulated",
+                policy,
+                run: &r,
+            },
         ];
         render(&trace, &panels, 2.0).unwrap()
     }
@@ -329,12 +344,22 @@ mod tests {
             <text x="95" y="40" font-size="10">far</text>
             <text x="15" y="48" font-size="10" transform="rotate(270, 15, 48)">up</text></svg>"#;
         let bad = problems(svg);
-        assert!(bad.iter().any(|b| b.contains("\"abcdef\"") && b.contains("meets \"xy\"")));
-        assert!(bad.iter().any(|b| b.starts_with("\"far\"") && b.contains("outside")));
+        assert!(bad
+            .iter()
+            .any(|b| b.contains("\"abcdef\"") && b.contains("meets \"xy\"")));
+        assert!(bad
+            .iter()
+            .any(|b| b.starts_with("\"far\"") && b.contains("outside")));
         assert_eq!(bad.len(), 2, "{bad:?}");
         // The rotated label stands upright: 12 px tall above its point, 10 px wide.
         let up = boxes(svg)[3].1;
-        assert!((up.3 - 48.0).abs() < 1e-9 && (up.1 - 36.0).abs() < 1e-9, "{up:?}");
-        assert!((up.0 - 7.0).abs() < 1e-9 && (up.2 - 17.0).abs() < 1e-9, "{up:?}");
+        assert!(
+            (up.3 - 48.0).abs() < 1e-9 && (up.1 - 36.0).abs() < 1e-9,
+            "{up:?}"
+        );
+        assert!(
+            (up.0 - 7.0).abs() < 1e-9 && (up.2 - 17.0).abs() < 1e-9,
+            "{up:?}"
+        );
     }
 }

@@ -12,9 +12,9 @@ use super::report::{self, Summary};
 use super::run::{self, Settings};
 use super::trace::Trace;
 use crate::scaling::Policy;
+use crate::table::{Align::*, Names, Table};
 use rayon::prelude::*;
 use serde_json::{Map, Value};
-use crate::table::{Align::*, Names, Table};
 
 /// One policy over many traces.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,8 +18,8 @@ use super::run::{Settings, Start};
 use super::seeds::{Day, Judged, Judgement};
 use super::trace::replay::{self, Story};
 use super::trace::{Bursts, Scenario, Trace, TraceError};
-use serde_json::{json, Value};
 use crate::table::{Align::*, Names, Table};
+use serde_json::{json, Value};
 use std::fmt::Write;
 
 /// A family of days and what sets it apart.
