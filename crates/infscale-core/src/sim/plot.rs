@@ -338,6 +338,15 @@ mod tests {
     }
 
     #[test]
+    fn the_demos_picture_in_the_docs_has_no_label_over_another() {
+        // Written by `infscale demo --svg fixtures/demo/infscale-demo.svg` (docs/demo.md).
+        let svg = include_str!("../../../../fixtures/demo/infscale-demo.svg");
+        assert!(svg.contains("demo: queue+work:192") && svg.contains("simulated: queue+work"));
+        let bad = problems(svg);
+        assert!(bad.is_empty(), "\n{}", bad.join("\n"));
+    }
+
+    #[test]
     fn the_measure_sees_an_overlap_and_a_clipped_label() {
         let svg = r#"<svg viewBox="0 0 100 50"><text x="10" y="20" font-size="10">abcdef</text>
             <text x="40" y="22" font-size="10" text-anchor="end">xy</text>
