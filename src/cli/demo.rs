@@ -8,6 +8,7 @@ use crate::demo::{self, DemoConfig, DemoReport};
 use crate::emulate::Dialect;
 use crate::limits::DEMO_MAX_REPLICAS;
 use crate::scaling::Policy;
+use crate::sim::report::Summary;
 use crate::sim::trace::Scenario;
 use crate::table::{Align::*, Names, Table};
 use std::path::PathBuf;
@@ -82,7 +83,7 @@ fn policy_name(label: &str) -> &'static str {
 }
 
 /// The summary: the demo's row above the simulator's for the same day, seed and policy.
-fn summary(r: &DemoReport, label: &str) -> String {
+fn summary(demo: &Summary, simulated: &Summary, label: &str) -> String {
     let mut t = Table::new([
         ("run", Left),
         ("policy", Left),
@@ -94,7 +95,7 @@ fn summary(r: &DemoReport, label: &str) -> String {
         ("peak", Right),
     ]);
     let name = policy_name(label);
-    for (run, s) in [("demo", &r.demo), ("simulated", &r.simulated)] {
+    for (run, s) in [("demo", demo), ("simulated", simulated)] {
         t.row([
             run.to_owned(),
             name.to_owned(),
@@ -110,7 +111,7 @@ fn summary(r: &DemoReport, label: &str) -> String {
 }
 
 fn print(r: &DemoReport, label: &str, svg: &std::path::Path) {
-    print!("{}", summary(r, label));
+    print!("{}", summary(&r.demo, &r.simulated, label));
     println!(
         "lost {}{}; held at zero and then served {}; fewest ready replicas {}",
         r.lost,
@@ -279,4 +280,65 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_LOST));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::run::Run;
+
+    fn summary_of(policy: &str, minutes: f64) -> Summary {
+        let run = Run {
+            outcomes: Vec::new(),
+            replica_seconds: minutes * 60.0,
+            standby_seconds: 0.0,
+            scale_events: 0,
+            peak: 5,
+            cost_writes: 0,
+            timeline: Vec::new(),
+            series: Vec::new(),
+            learned: Default::default(),
+        };
+        crate::sim::report::summarize(policy, &run, 2.0)
+    }
+
+    #[test]
+    fn the_summary_names_the_policy_and_keeps_every_figure_under_its_heading() {
+        let (demo, sim) = (summary_of("demo x", 66.3), summary_of("simulated x", 53.3));
+        let text = summary(&demo, &sim, RECOMMENDED_TO_ZERO);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[1].starts_with("demo       recommended"), "{text}");
+        assert!(lines[2].starts_with("simulated  recommended"), "{text}");
+        assert_eq!(lines[3], format!("recommended:  {RECOMMENDED_TO_ZERO}"));
+        // Right-aligned figures end where their heading ends.
+        let end = |l: &str, w: &str| l.find(w).map(|at| at + w.len());
+        assert_eq!(
+            end(lines[0], "replica-min"),
+            end(lines[1], "66.3"),
+            "{text}"
+        );
+        assert_eq!(
+            end(lines[0], "replica-min"),
+            end(lines[2], "53.3"),
+            "{text}"
+        );
+        assert_eq!(
+            policy_name(super::super::simulate::RECOMMENDED),
+            "always on"
+        );
+        assert_eq!(policy_name("queue:24"), "your policy");
+        let own = summary(&demo, &sim, "queue:24");
+        assert!(own.ends_with("your policy:  queue:24\n"), "{own}");
+    }
+
+    #[test]
+    fn the_legend_names_the_target() {
+        let l = legend(192.0);
+        assert!(
+            l.contains("value / 192 replicas") && l.contains("replicas x 192"),
+            "{l}"
+        );
+        assert_eq!(l.lines().count(), 5);
+    }
 }

@@ -260,4 +260,29 @@ mod tests {
         );
         assert!(table.lines().nth(1).unwrap().ends_with("  4"), "{table}");
     }
+
+    #[test]
+    fn a_long_policy_shows_by_its_role_and_every_figure_stands_under_its_heading() {
+        let run = Run {
+            outcomes: Vec::new(),
+            replica_seconds: 600.0,
+            standby_seconds: 0.0,
+            scale_events: 0,
+            peak: 1,
+            cost_writes: 0,
+            timeline: Vec::new(),
+            series: Vec::new(),
+            learned: Default::default(),
+        };
+        let long = "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120";
+        let rows = [summarize("cpu:60", &run, 2.0), summarize(long, &run, 2.0)];
+        let text = table(&rows, Some(5.0), &[("recommended", long)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with("recommended  "), "{text}");
+        assert_eq!(lines[3], format!("recommended:  {long}"));
+        for row in &lines[1..3] {
+            assert_eq!(row.len(), lines[0].len(), "{text}");
+            assert!(row.ends_with("  2.00x"), "{text}");
+        }
+    }
 }

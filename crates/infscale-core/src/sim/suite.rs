@@ -303,7 +303,7 @@ pub fn family_table(
             anchors::describe(&a.best_search, false)
         );
         table.column("x best search", Right);
-        table.column("fleet dominates", Right);
+        table.column("fleet dominates", Left);
         for (i, p) in j.policies.iter().enumerate() {
             let against = a.against(&Point::of(p));
             table.set(i, 7, format!("{:.2}x", against.x_best_search));
