@@ -43,4 +43,4 @@ pub mod fuzzing;
 pub mod load;
 pub mod serve;
 
-pub use infscale_core::{counts, limits, metrics, scaling, sim};
+pub use infscale_core::{counts, limits, metrics, scaling, sim, table};

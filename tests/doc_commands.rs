@@ -8,6 +8,8 @@
 //! A block that needs what this machine does not have (a cluster, a GPU, a running server, a
 //! quiet machine for timings) carries `<!-- cmd: needs WHAT -->` on the line above: its commands
 //! are still checked, not run, and commands other than infscale's are allowed in it.
+//! `scripts/doc-outputs.py` pastes the real outputs into the pages after a change to what a
+//! command prints.
 
 use clap::Parser;
 use infscale::cli::{Cli, SimCli};

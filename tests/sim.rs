@@ -310,7 +310,11 @@ fn the_plot_is_an_svg() {
     let path_s = path.to_string_lossy().into_owned();
     bin("infscale", &["simulate", "queue:24", "--plot", &path_s]);
     let svg = std::fs::read_to_string(&path).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("queue:24: replicas and demand"));
+    assert!(
+        svg.starts_with("<svg")
+            && svg.contains(">\nqueue:24\n<")
+            && svg.contains("replicas and demand")
+    );
     std::fs::remove_file(&path).unwrap();
 }
 

@@ -2,7 +2,7 @@
 //! could not keep time there (exit 3) rather than misses the policy did not cause; a request lost
 //! while the clock kept time is a failure (exit 1).
 
-use super::simulate::RECOMMENDED_TO_ZERO;
+use super::simulate::{RECOMMENDED_TO_ZERO, ROLES};
 use crate::demo::lag::ClockLag;
 use crate::demo::{self, DemoConfig, DemoReport};
 use crate::emulate::Dialect;
@@ -10,6 +10,7 @@ use crate::limits::DEMO_MAX_REPLICAS;
 use crate::scaling::Policy;
 use crate::sim::report::Summary;
 use crate::sim::trace::Scenario;
+use crate::table::{Align::*, Names, Table};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,26 +59,59 @@ pub const EXIT_LOST: u8 = 1;
 /// Exit status when the run could not keep time on this machine: its misses are not a result.
 pub const EXIT_NO_TIME: u8 = 3;
 
-fn row(s: &Summary) -> String {
-    format!(
-        "{:<70} {:>6} {:>6.1}% {:>8.2}s {:>8.2}s {:>11.1} {:>5}",
-        s.policy,
-        s.requests,
-        s.slo_miss_pct,
-        s.ttft_p50_s,
-        s.ttft_p95_s,
-        s.replica_minutes,
-        s.peak_replicas
-    )
+/// What the live view's columns are, printed above its first row.
+fn legend(target: f64) -> String {
+    let t = crate::scaling::demand::fmt(target);
+    [
+        "live view, a line every 15 s of the day: the time; arrivals per second over the last 15 s;".to_owned(),
+        "  replicas ready and starting; requests running and waiting on the replicas; held: requests the activator holds;".to_owned(),
+        format!("  value: the metric serve last returned to the HPA, which asks for value / {t} replicas: the requests projected"),
+        format!("  over the cold start and raised to the policy's floors (the forecast's floor is replicas x {t}, not a count);"),
+        "  | who from -> to (why): a decision by the HPA (hpa), KEDA's poll (keda) or StreamIsActive at zero (push)".to_owned(),
+    ]
+    .map(|l| l + "\n")
+    .concat()
 }
 
-fn print(r: &DemoReport, svg: &std::path::Path) {
-    println!(
-        "{:<70} {:>6} {:>7} {:>9} {:>9} {:>11} {:>5}",
-        "run", "reqs", "miss %", "TTFT p50", "TTFT p95", "replica-min", "peak"
-    );
-    println!("{}", row(&r.demo));
-    println!("{}", row(&r.simulated));
+/// The policy's name in the summary: its role when it is one of this project's, else "your
+/// policy"; the full string is printed below the table.
+fn policy_name(label: &str) -> &'static str {
+    ROLES
+        .iter()
+        .find(|(_, full)| *full == label)
+        .map_or("your policy", |(role, _)| role)
+}
+
+/// The summary: the demo's row above the simulator's for the same day, seed and policy.
+fn summary(demo: &Summary, simulated: &Summary, label: &str) -> String {
+    let mut t = Table::new([
+        ("run", Left),
+        ("policy", Left),
+        ("reqs", Right),
+        ("miss %", Right),
+        ("TTFT p50", Right),
+        ("TTFT p95", Right),
+        ("replica-min", Right),
+        ("peak", Right),
+    ]);
+    let name = policy_name(label);
+    for (run, s) in [("demo", demo), ("simulated", simulated)] {
+        t.row([
+            run.to_owned(),
+            name.to_owned(),
+            s.requests.to_string(),
+            format!("{:.1}%", s.slo_miss_pct),
+            format!("{:.2}s", s.ttft_p50_s),
+            format!("{:.2}s", s.ttft_p95_s),
+            format!("{:.1}", s.replica_minutes),
+            s.peak_replicas.to_string(),
+        ]);
+    }
+    t.render() + &Names::always([label], &[name.to_owned()]).key()
+}
+
+fn print(r: &DemoReport, label: &str, svg: &std::path::Path) {
+    print!("{}", summary(&r.demo, &r.simulated, label));
     println!(
         "lost {}{}; held at zero and then served {}; fewest ready replicas {}",
         r.lost,
@@ -185,6 +219,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "demo: the default day ({} s) at {}x on 127.0.0.1: emulated vLLM replicas, the activator, serve, KEDA and its HPA over gRPC",
                 cfg.scenario.duration, cfg.speed
             );
+            print!("{}", legend(cfg.policy.target));
         }
         let quiet = args.json;
         let report = demo::run(cfg.clone(), move |line| {
@@ -218,7 +253,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         v["attempts"] = serde_json::Value::from(attempts);
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print(&report, &args.svg);
+        print(&report, &cfg.label, &args.svg);
     }
     // A run that could not keep time judges nothing: a client that fell behind sends its
     // backlog at once, and what that loses is the machine's too.
@@ -245,4 +280,65 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_LOST));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::run::Run;
+
+    fn summary_of(policy: &str, minutes: f64) -> Summary {
+        let run = Run {
+            outcomes: Vec::new(),
+            replica_seconds: minutes * 60.0,
+            standby_seconds: 0.0,
+            scale_events: 0,
+            peak: 5,
+            cost_writes: 0,
+            timeline: Vec::new(),
+            series: Vec::new(),
+            learned: Default::default(),
+        };
+        crate::sim::report::summarize(policy, &run, 2.0)
+    }
+
+    #[test]
+    fn the_summary_names_the_policy_and_keeps_every_figure_under_its_heading() {
+        let (demo, sim) = (summary_of("demo x", 66.3), summary_of("simulated x", 53.3));
+        let text = summary(&demo, &sim, RECOMMENDED_TO_ZERO);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[1].starts_with("demo       recommended"), "{text}");
+        assert!(lines[2].starts_with("simulated  recommended"), "{text}");
+        assert_eq!(lines[3], format!("recommended:  {RECOMMENDED_TO_ZERO}"));
+        // Right-aligned figures end where their heading ends.
+        let end = |l: &str, w: &str| l.find(w).map(|at| at + w.len());
+        assert_eq!(
+            end(lines[0], "replica-min"),
+            end(lines[1], "66.3"),
+            "{text}"
+        );
+        assert_eq!(
+            end(lines[0], "replica-min"),
+            end(lines[2], "53.3"),
+            "{text}"
+        );
+        assert_eq!(
+            policy_name(super::super::simulate::RECOMMENDED),
+            "always on"
+        );
+        assert_eq!(policy_name("queue:24"), "your policy");
+        let own = summary(&demo, &sim, "queue:24");
+        assert!(own.ends_with("your policy:  queue:24\n"), "{own}");
+    }
+
+    #[test]
+    fn the_legend_names_the_target() {
+        let l = legend(192.0);
+        assert!(
+            l.contains("value / 192 replicas") && l.contains("replicas x 192"),
+            "{l}"
+        );
+        assert_eq!(l.lines().count(), 5);
+    }
 }

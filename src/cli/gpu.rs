@@ -173,14 +173,14 @@ pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
                 s
             }
         };
-        print!("{}", model.report());
-        println!(
-            "capacity     {:.1} req/s per replica at saturation, measured by the engine (scenario {}: prompts {}, outputs {})",
+        let capacity = format!(
+            "{:.1} req/s per replica at saturation, measured by the engine (scenario {}: prompts {}, outputs {})",
             capacity::saturated_rate(&model, &scenario)?,
             scenario.name,
             scenario.prompt,
             scenario.output
         );
+        print!("{}", model.report(&[("capacity", capacity)]));
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@ use crate::limits;
 use crate::load::knee;
 use crate::load::report::ms;
 use crate::load::{Config, Limits, Mode, Report, Sweep};
+use crate::table::{Align::*, Table};
 use anyhow::bail;
 use std::fmt::Write;
 use std::process::ExitCode;
@@ -217,26 +218,17 @@ fn row(r: &Report) -> [String; 10] {
 
 /// A row per concurrency, the rule, and the verdict.
 pub fn sweep_table(sweep: &Sweep) -> String {
-    let rows: Vec<[String; 10]> = sweep.rows.iter().map(row).collect();
-    let mut widths = HEADER.map(str::len);
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
+    let last = HEADER.len() - 1;
+    let mut t = Table::new(
+        HEADER
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (*h, if i == last { Left } else { Right })),
+    );
+    for r in &sweep.rows {
+        t.row(row(r));
     }
-    let mut out = String::new();
-    for r in std::iter::once(&HEADER.map(str::to_owned)).chain(&rows) {
-        let mut line = String::new();
-        for (i, (cell, w)) in r.iter().zip(widths).enumerate() {
-            if i == r.len() - 1 {
-                let _ = write!(line, "{cell:<w$}");
-            } else {
-                let _ = write!(line, "{cell:>w$}  ");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let mut out = t.render();
     if sweep.rows.iter().any(|r| !r.stream) {
         out.push_str("(not streamed: TTFT is the whole response)\n");
     }

@@ -80,7 +80,7 @@ pub fn simulate(args: &Args, n: u64, specs: &[String]) -> anyhow::Result<ExitCod
         args.sim.mode,
         settings.slo_ttft_s
     );
-    print!("{}", seeds::table(&judged.policies));
+    print!("{}", seeds::table(&judged.policies, super::simulate::ROLES));
     println!(
         "clairvoyant bound: {bound:.1} replica-min on average; x bound is the mean over seeds of each seed's cost over its own bound"
     );

@@ -15,6 +15,7 @@ use crate::sim::standby::Standby;
 use crate::sim::trace::formats::{self, Format, FORMAT_NAMES};
 use crate::sim::trace::replay;
 use crate::sim::trace::{Scenario, Trace};
+use crate::table::Names;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,12 @@ pub const RECOMMENDED: &str =
 /// The same with scale to zero behind the activator, after five idle minutes.
 pub const RECOMMENDED_TO_ZERO: &str =
     "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300";
+
+/// The short names tables give this project's recommendations, the full strings listed below.
+pub const ROLES: &[(&str, &str)] = &[
+    ("recommended", RECOMMENDED_TO_ZERO),
+    ("always on", RECOMMENDED),
+];
 
 /// Where the trace comes from and how the loop runs; shared by `simulate` and `tune`.
 #[derive(Debug, Clone, clap::Args)]
@@ -450,10 +457,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|(spec, r)| report::summarize(spec, r, settings.slo_ttft_s))
         .collect();
     if let Some(path) = &args.plot {
+        let names = Names::of(specs.iter().map(String::as_str), ROLES);
         let panels: Vec<Panel<'_>> = specs
             .iter()
+            .zip(&names.shown)
             .zip(&runs)
-            .map(|(policy, run)| Panel { policy, run })
+            .map(|((policy, title), run)| Panel { title, policy, run })
             .collect();
         plot::svg(path, &trace, &panels, settings.slo_ttft_s).map_err(anyhow::Error::msg)?;
     }
@@ -493,7 +502,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.sim.mode,
         settings.slo_ttft_s
     );
-    print!("{}", report::table(&summaries, Some(bound.replica_minutes)));
+    print!(
+        "{}",
+        report::table(&summaries, Some(bound.replica_minutes), ROLES)
+    );
     println!(
         "clairvoyant bound: {:.1} replica-min (a plan that knows the trace, peak {} replicas)",
         bound.replica_minutes,

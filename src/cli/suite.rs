@@ -155,9 +155,12 @@ pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
     for (f, j) in &judged {
         println!();
         let a = anchors.as_ref().and_then(|a| a.of(&f.name));
-        print!("{}", suite::family_table(f, j, a));
+        print!("{}", suite::family_table(f, j, a, super::simulate::ROLES));
     }
     println!("\nworst family per policy:");
-    print!("{}", suite::worst_table(&judged, anchors.as_ref()));
+    print!(
+        "{}",
+        suite::worst_table(&judged, anchors.as_ref(), super::simulate::ROLES)
+    );
     Ok(ExitCode::SUCCESS)
 }

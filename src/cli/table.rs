@@ -2,7 +2,7 @@
 
 use crate::metrics::Replica;
 use crate::scaling::fleet::ReplicaRead;
-use std::fmt::Write;
+use crate::table::{Align::*, Table};
 
 const HEADER: [&str; 9] = [
     "source", "server", "running", "waiting", "kv", "tok/s", "cpu%", "ttft_p95", "skipped",
@@ -55,26 +55,14 @@ fn row(r: &Replica, skipped: String) -> [String; 9] {
 
 /// The table: a header and one aligned row per source.
 pub fn render(reads: &[ReplicaRead]) -> String {
-    let rows: Vec<[String; 9]> = reads.iter().map(cells).collect();
-    let mut widths = HEADER.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    let mut t = Table::new(
+        HEADER
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (*h, if i < 2 { Left } else { Right })),
+    );
+    for read in reads {
+        t.row(cells(read));
     }
-    let mut out = String::new();
-    let header = HEADER.map(str::to_owned);
-    for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
-            if i < 2 {
-                let _ = write!(line, "{cell:<w$}  ");
-            } else {
-                let _ = write!(line, "{cell:>w$}  ");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    t.render()
 }

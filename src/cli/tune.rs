@@ -1,6 +1,6 @@
 //! `infscale tune`: a search over policies on one trace, in parallel on all cores.
 
-use super::simulate::{SimArgs, TraceSource, BOUND_CAP};
+use super::simulate::{SimArgs, TraceSource, BOUND_CAP, ROLES};
 use crate::scaling::scaled_object::{self, Placement};
 use crate::sim::bound::{clairvoyant, Bound};
 use crate::sim::replica::Hardware;
@@ -453,18 +453,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => format!("; chosen on {}", all.chosen_label),
         }
     );
-    print!("{}", report::table(&frontier, Some(bound_minutes)));
+    print!("{}", report::table(&frontier, Some(bound_minutes), ROLES));
     println!("clairvoyant bound: {bound_minutes:.1} replica-min");
     if args.all {
         println!("\nall points:");
-        print!("{}", report::table(&summaries, Some(bound_minutes)));
+        print!("{}", report::table(&summaries, Some(bound_minutes), ROLES));
     }
     if let Some(h) = &held_out {
         println!(
             "\nheld out: the frontier on {}, traffic the choice never saw:",
             all.held_out_label
         );
-        print!("{}", seeds::table(&h.policies));
+        print!("{}", seeds::table(&h.policies, ROLES));
         println!(
             "clairvoyant bound: {:.1} replica-min on average; x bound is the mean of each seed's ratio",
             h.bound_mean()

@@ -6,13 +6,14 @@
 //! mean, over families, of each family's cost over its days' clairvoyant bounds.
 
 use super::seeds::progress;
+use super::simulate::ROLES;
 use super::tune::Args;
 use crate::sim::replica::Hardware;
 use crate::sim::seeds::{self, Judged, Judgement};
 use crate::sim::suite::{self, Family, Plan};
 use crate::sim::tune;
+use crate::table::{Align::*, Names, Table};
 use anyhow::bail;
-use std::fmt::Write;
 use std::process::ExitCode;
 
 /// One point over every family: its worst figures and where they were.
@@ -88,31 +89,26 @@ pub fn cheapest(points: &[Robust], max_mean: f64, max_day: Option<f64>) -> Optio
         .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
 }
 
-/// The table of points.
+/// The table of points; long policies by their role or a number, the full strings below.
 pub fn table(points: &[Robust]) -> String {
-    let width = crate::sim::report::policy_width(points.iter().map(|p| p.policy.as_str()));
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:width$}  {:>34}  {:>34}  {:>8}  {:>34}",
-        "policy",
-        "worst family: mean excess %",
-        "worst day: excess %",
-        "x bound",
-        "worst family: x bound"
-    );
-    for p in points {
-        let _ = writeln!(
-            out,
-            "{:width$}  {:>34}  {:>34}  {:>7.2}x  {:>34}",
-            p.policy,
+    let names = Names::of(points.iter().map(|p| p.policy.as_str()), ROLES);
+    let mut t = Table::new([
+        ("policy", Left),
+        ("worst family: mean excess %", Right),
+        ("worst day: excess %", Right),
+        ("x bound", Right),
+        ("worst family: x bound", Right),
+    ]);
+    for (p, name) in points.iter().zip(&names.shown) {
+        t.row([
+            name.clone(),
             format!("{:.2}% {}", p.worst_mean.0, p.worst_mean.1),
             format!("{:.2}% {}", p.worst_day.0, p.worst_day.1),
-            p.ratio,
+            format!("{:.2}x", p.ratio),
             format!("{:.2}x {}", p.worst_ratio.0, p.worst_ratio.1),
-        );
+        ]);
     }
-    out
+    t.render() + &names.key()
 }
 
 /// Every policy judged on every family of `plan`.

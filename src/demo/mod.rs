@@ -432,11 +432,13 @@ fn report(
     if let Some(path) = &cfg.svg {
         let panels = [
             crate::sim::plot::Panel {
-                policy: &demo.policy,
+                title: "demo",
+                policy: &cfg.label,
                 run: &demo_run,
             },
             crate::sim::plot::Panel {
-                policy: &simulated.policy,
+                title: "simulated",
+                policy: &cfg.label,
                 run: &sim_run,
             },
         ];

@@ -4,6 +4,7 @@
 use super::config::Mode;
 use super::histogram::Percentiles;
 use super::recorder::Recorder;
+use crate::table::{Align::*, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -118,28 +119,22 @@ impl Report {
             ("itl", self.itl_s),
             ("e2e", self.e2e_s),
         ];
-        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:>9}  {:>9}  {:>9}  {:>9}",
-            "latency", "p50", "p90", "p95", "p99"
-        );
+        let mut t = Table::new([
+            ("latency", Left),
+            ("p50", Right),
+            ("p90", Right),
+            ("p95", Right),
+            ("p99", Right),
+        ]);
         for (name, p) in rows {
-            let cells = match p {
-                Some(p) => [p.p50, p.p90, p.p95, p.p99].map(ms),
-                None => [
-                    "-".to_owned(),
-                    "-".to_owned(),
-                    "-".to_owned(),
-                    "-".to_owned(),
-                ],
-            };
-            let _ = writeln!(
-                out,
-                "{name:<width$}  {:>9}  {:>9}  {:>9}  {:>9}",
-                cells[0], cells[1], cells[2], cells[3]
-            );
+            match p {
+                Some(p) => t.row(
+                    std::iter::once(name.to_owned()).chain([p.p50, p.p90, p.p95, p.p99].map(ms)),
+                ),
+                None => t.row([name, "-", "-", "-", "-"]),
+            }
         }
+        out.push_str(&t.render());
         out
     }
 }

@@ -17,6 +17,7 @@
 //!   is written as and read back from.
 //! - [`sim`]: GPU replicas, traces, the clairvoyant bound and the tuner, on the control loop above.
 //! - [`limits`]: the bounds on what comes from outside.
+//! - [`table`]: the one writer of the tables the CLI prints.
 //!
 //! [`scaling`] is the path the shells have always used: it names the modules of `project`,
 //! `control` and `policy` together.
@@ -28,5 +29,6 @@ pub mod policy;
 pub mod project;
 pub mod scaling;
 pub mod sim;
+pub mod table;
 
 pub use observe::{counts, metrics};

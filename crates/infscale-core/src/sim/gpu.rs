@@ -7,8 +7,8 @@
 //! weights. The defaults are an 8B model in FP16 on one 80 GB H100-class card.
 
 use crate::limits;
+use crate::table::{Align, Table};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write;
 
 /// GPUs one replica holds. The model describes one card per replica (no tensor parallelism), so
 /// a replica-hour is a GPU-hour; goodput per GPU-hour divides by this.
@@ -303,61 +303,67 @@ impl GpuModel {
         Ok(())
     }
 
-    /// What `infscale gpu` prints: the derived numbers and where they come from.
-    pub fn report(&self) -> String {
-        let mut out = String::new();
+    /// What `infscale gpu` prints: the derived numbers and where they come from, with the
+    /// caller's `more` lines (name, text) in the same columns.
+    pub fn report(&self, more: &[(&str, String)]) -> String {
         let ctx = 1000.0;
         let step1 = self.decode_step_s(ctx);
         let batch = f64::from(self.max_batch);
         let step_full = self.decode_step_s(ctx * batch);
         let cpu = |running| 100.0 * self.cpu_cores(running) / self.cpu_request_cores;
-        let _ = writeln!(
-            out,
-            "replica model: {}B model, {} bytes per parameter, one {} GB GPU",
+        let title = format!(
+            "replica model: {}B model, {} bytes per parameter, one {} GB GPU\n",
             num(self.params_billion),
             num(self.bytes_per_param),
             num(self.gpu_memory_gb)
         );
-        let _ = writeln!(
-            out,
-            "weights      {:.1} GB ({}B parameters x {} bytes)",
-            self.weights_bytes() / 1e9,
-            num(self.params_billion),
-            num(self.bytes_per_param)
-        );
-        let _ = writeln!(
-            out,
-            "KV cache     {:.1} GB free = {} tokens at {} bytes per token",
-            self.kv_free_bytes() / 1e9,
-            self.kv_capacity_tokens(),
-            num(self.kv_bytes_per_token())
-        );
-        let _ = writeln!(
-            out,
-            "prefill      {:.0} tokens/s ({} TFLOPS x {} MFU / {} GFLOP per token)",
-            self.prefill_tokens_per_s(),
-            num(self.peak_tflops),
-            num(self.mfu),
-            num(2.0 * self.params_billion)
-        );
-        let _ = writeln!(
-            out,
-            "decode step  {:.1} ms at batch 1, {:.1} ms at batch {} ({}-token contexts): {:.0} output tokens/s at full batch",
-            step1 * 1e3,
-            step_full * 1e3,
-            self.max_batch,
-            num(ctx),
-            batch / step_full
-        );
-        let _ = match self.start_s {
-            Some(start) => writeln!(
-                out,
-                "cold start   {} s, as set (cold_start_s: the image, weights and warm-up not used)",
+        let mut t = Table::headless(&[Align::Left, Align::Left]);
+        t.row([
+            "weights".to_owned(),
+            format!(
+                "{:.1} GB ({}B parameters x {} bytes)",
+                self.weights_bytes() / 1e9,
+                num(self.params_billion),
+                num(self.bytes_per_param)
+            ),
+        ]);
+        t.row([
+            "KV cache".to_owned(),
+            format!(
+                "{:.1} GB free = {} tokens at {} bytes per token",
+                self.kv_free_bytes() / 1e9,
+                self.kv_capacity_tokens(),
+                num(self.kv_bytes_per_token())
+            ),
+        ]);
+        t.row([
+            "prefill".to_owned(),
+            format!(
+                "{:.0} tokens/s ({} TFLOPS x {} MFU / {} GFLOP per token)",
+                self.prefill_tokens_per_s(),
+                num(self.peak_tflops),
+                num(self.mfu),
+                num(2.0 * self.params_billion)
+            ),
+        ]);
+        t.row([
+            "decode step".to_owned(),
+            format!(
+                "{:.1} ms at batch 1, {:.1} ms at batch {} ({}-token contexts): {:.0} output tokens/s at full batch",
+                step1 * 1e3,
+                step_full * 1e3,
+                self.max_batch,
+                num(ctx),
+                batch / step_full
+            ),
+        ]);
+        let start = match self.start_s {
+            Some(start) => format!(
+                "{} s, as set (cold_start_s: the image, weights and warm-up not used)",
                 num(start)
             ),
-            None => writeln!(
-                out,
-                "cold start   {:.0} s = image {} s + weights {} s at {} GB/s + warm-up {} s",
+            None => format!(
+                "{:.0} s = image {} s + weights {} s at {} GB/s + warm-up {} s",
                 self.cold_start_s(),
                 num(self.image_pull_s),
                 num(self.weights_bytes() / 1e9 / self.load_gb_per_s),
@@ -365,16 +371,22 @@ impl GpuModel {
                 num(self.warmup_s)
             ),
         };
-        let _ = writeln!(
-            out,
-            "pod CPU      idle {:.0}%, batch 1 {:.0}%, batch {} {:.0}% of {} requested cores, whatever the queue",
-            cpu(0),
-            cpu(1),
-            self.max_batch,
-            cpu(self.max_batch as usize),
-            num(self.cpu_request_cores)
-        );
-        out
+        t.row(["cold start".to_owned(), start]);
+        t.row([
+            "pod CPU".to_owned(),
+            format!(
+                "idle {:.0}%, batch 1 {:.0}%, batch {} {:.0}% of {} requested cores, whatever the queue",
+                cpu(0),
+                cpu(1),
+                self.max_batch,
+                cpu(self.max_batch as usize),
+                num(self.cpu_request_cores)
+            ),
+        ]);
+        for (name, text) in more {
+            t.row([name.to_string(), text.clone()]);
+        }
+        title + &t.render()
     }
 }
 
@@ -404,7 +416,7 @@ mod tests {
 
     #[test]
     fn the_report_shows_the_derived_numbers() {
-        let report = GpuModel::default().report();
+        let report = GpuModel::default().report(&[("capacity", "2 req/s".into())]);
         for needle in [
             "396728 tokens",
             "24750 tokens/s",
@@ -412,6 +424,7 @@ mod tests {
             "21.1 ms at batch 256",
             "cold start   91 s",
             "46% of 4",
+            "capacity     2 req/s",
         ] {
             assert!(report.contains(needle), "{needle} in {report}");
         }

@@ -11,7 +11,6 @@ use super::cluster::RequestOutcome;
 use super::gpu::GPUS_PER_REPLICA;
 use super::run::Run;
 use serde::Serialize;
-use std::fmt::Write;
 
 /// One policy's result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -133,56 +132,47 @@ pub fn goodput_per_gpu_hour(good: usize, replica_seconds: f64) -> f64 {
     }
 }
 
-/// The width of a table's policy column: its longest name, at least the header's.
-pub fn policy_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
-    names.map(str::len).max().unwrap_or(6).max(6)
-}
-
-/// The table `simulate` prints; with a bound, each cost also reads as a ratio to it.
-pub fn table(summaries: &[Summary], bound_minutes: Option<f64>) -> String {
-    let width = policy_width(summaries.iter().map(|s| s.policy.as_str()));
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "{:width$}  {:>8}  {:>6}  {:>5}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4}  {:>12}  {:>13}",
-        "policy",
-        "SLO miss",
-        "miss %",
-        "cut",
-        "TTFT p50",
-        "TTFT p95",
-        "TTFT p99",
-        "replica-min",
-        "peak",
-        "scale events",
-        "goodput/GPU-h"
-    );
+/// The table `simulate` prints; with a bound, each cost also reads as a ratio to it. A policy
+/// longer than a column shows by its role in `roles` (short name, full string) or a number, and
+/// the full strings follow the table.
+pub fn table(summaries: &[Summary], bound_minutes: Option<f64>, roles: &[(&str, &str)]) -> String {
+    use crate::table::{Align::*, Names, Table};
+    let names = Names::of(summaries.iter().map(|s| s.policy.as_str()), roles);
+    let mut t = Table::new([
+        ("policy", Left),
+        ("SLO miss", Right),
+        ("miss %", Right),
+        ("cut", Right),
+        ("TTFT p50", Right),
+        ("TTFT p95", Right),
+        ("TTFT p99", Right),
+        ("replica-min", Right),
+        ("peak", Right),
+        ("scale events", Right),
+        ("goodput/GPU-h", Right),
+    ]);
     if bound_minutes.is_some() {
-        out.push_str("  x bound");
+        t.column("x bound", Right);
     }
-    out.push('\n');
-    for s in summaries {
-        let _ = write!(
-            out,
-            "{:width$}  {:>8}  {:>5.1}%  {:>5}  {:>8.2}s  {:>8.2}s  {:>8.2}s  {:>11.1}  {:>4}  {:>12}  {:>13.0}",
-            s.policy,
-            s.slo_miss,
-            s.slo_miss_pct,
-            s.cut,
-            s.ttft_p50_s,
-            s.ttft_p95_s,
-            s.ttft_p99_s,
-            s.replica_minutes,
-            s.peak_replicas,
-            s.scale_events,
-            s.goodput_per_gpu_hour
-        );
+    for (s, name) in summaries.iter().zip(&names.shown) {
+        t.row([
+            name.clone(),
+            s.slo_miss.to_string(),
+            format!("{:.1}%", s.slo_miss_pct),
+            s.cut.to_string(),
+            format!("{:.2}s", s.ttft_p50_s),
+            format!("{:.2}s", s.ttft_p95_s),
+            format!("{:.2}s", s.ttft_p99_s),
+            format!("{:.1}", s.replica_minutes),
+            s.peak_replicas.to_string(),
+            s.scale_events.to_string(),
+            format!("{:.0}", s.goodput_per_gpu_hour),
+        ]);
         if let Some(bound) = bound_minutes {
-            let _ = write!(out, "  {:>6.2}x", s.replica_minutes / bound);
+            t.push_cell(format!("{:.2}x", s.replica_minutes / bound));
         }
-        out.push('\n');
     }
-    out
+    t.render() + &names.key()
 }
 
 #[cfg(test)]
@@ -263,11 +253,36 @@ mod tests {
         cut.outcomes[0].cut = true;
         assert_eq!(summarize("p", &cut, 2.0).goodput_per_gpu_hour, 2.0);
         assert_eq!(goodput_per_gpu_hour(5, 0.0), 0.0);
-        let table = table(&[s], None);
+        let table = table(&[s], None, &[]);
         assert!(
             table.lines().next().unwrap().ends_with("goodput/GPU-h"),
             "{table}"
         );
         assert!(table.lines().nth(1).unwrap().ends_with("  4"), "{table}");
+    }
+
+    #[test]
+    fn a_long_policy_shows_by_its_role_and_every_figure_stands_under_its_heading() {
+        let run = Run {
+            outcomes: Vec::new(),
+            replica_seconds: 600.0,
+            standby_seconds: 0.0,
+            scale_events: 0,
+            peak: 1,
+            cost_writes: 0,
+            timeline: Vec::new(),
+            series: Vec::new(),
+            learned: Default::default(),
+        };
+        let long = "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120";
+        let rows = [summarize("cpu:60", &run, 2.0), summarize(long, &run, 2.0)];
+        let text = table(&rows, Some(5.0), &[("recommended", long)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with("recommended  "), "{text}");
+        assert_eq!(lines[3], format!("recommended:  {long}"));
+        for row in &lines[1..3] {
+            assert_eq!(row.len(), lines[0].len(), "{text}");
+            assert!(row.ends_with("  2.00x"), "{text}");
+        }
     }
 }

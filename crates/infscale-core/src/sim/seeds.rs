@@ -12,9 +12,9 @@ use super::report::{self, Summary};
 use super::run::{self, Settings};
 use super::trace::Trace;
 use crate::scaling::Policy;
+use crate::table::{Align::*, Names, Table};
 use rayon::prelude::*;
 use serde_json::{Map, Value};
-use std::fmt::Write;
 
 /// One policy over many traces.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,29 +263,37 @@ pub fn judge(
 }
 
 /// The table `simulate --seeds` prints: per policy the mean, 95th percentile and worst per-trace
-/// miss %, the mean replica-minutes, and the mean ratio to each trace's bound.
-pub fn table(judged: &[Judged]) -> String {
-    let width = crate::sim::report::policy_width(judged.iter().map(|j| j.policy.as_str()));
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:width$}  {:>11}  {:>10}  {:>10}  {:>8}  {:>11}  {:>7}",
-        "policy", "miss % mean", "miss % p95", "miss % max", "cut mean", "replica-min", "x bound"
-    );
-    for j in judged {
-        let _ = writeln!(
-            out,
-            "{:width$}  {:>10.2}%  {:>9.2}%  {:>9.2}%  {:>8.1}  {:>11.1}  {:>6.2}x",
-            j.policy,
-            j.slo_miss_pct_mean(),
-            j.slo_miss_pct_p95(),
-            j.slo_miss_pct_max(),
-            j.cut_mean(),
-            j.replica_minutes_mean(),
-            j.bound_ratio()
-        );
+/// miss %, the mean replica-minutes, and the mean ratio to each trace's bound; long policies by
+/// their role in `roles` or a number, the full strings below.
+pub fn table(judged: &[Judged], roles: &[(&str, &str)]) -> String {
+    let names = Names::of(judged.iter().map(|j| j.policy.as_str()), roles);
+    rows(judged, &names).render() + &names.key()
+}
+
+/// The rows of [`table`], each policy shown by its name in `names`, for a caller that adds
+/// columns.
+pub fn rows(judged: &[Judged], names: &Names) -> Table {
+    let mut t = Table::new([
+        ("policy", Left),
+        ("miss % mean", Right),
+        ("miss % p95", Right),
+        ("miss % max", Right),
+        ("cut mean", Right),
+        ("replica-min", Right),
+        ("x bound", Right),
+    ]);
+    for (j, name) in judged.iter().zip(&names.shown) {
+        t.row([
+            name.clone(),
+            format!("{:.2}%", j.slo_miss_pct_mean()),
+            format!("{:.2}%", j.slo_miss_pct_p95()),
+            format!("{:.2}%", j.slo_miss_pct_max()),
+            format!("{:.1}", j.cut_mean()),
+            format!("{:.1}", j.replica_minutes_mean()),
+            format!("{:.2}x", j.bound_ratio()),
+        ]);
     }
-    out
+    t
 }
 
 #[cfg(test)]
@@ -336,7 +344,7 @@ pub(crate) mod tests {
         assert_eq!(v["seeds"], 3);
         assert!(v["ttft_p50_s"].is_null());
         assert_eq!(v["slo_miss_pct_max"], 4.0);
-        assert!(table(&[j]).contains("  2.00%"));
+        assert!(table(&[j], &[]).contains("  2.00%"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use super::run::{Settings, Start};
 use super::seeds::{Day, Judged, Judgement};
 use super::trace::replay::{self, Story};
 use super::trace::{Bursts, Scenario, Trace, TraceError};
+use crate::table::{Align::*, Names, Table};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -271,8 +272,14 @@ fn story_family(r: &Recorded, plan: &Plan) -> Result<Family, TraceError> {
 /// The table of one family: per policy the mean, p95 and worst per-day miss %, cuts,
 /// replica-minutes and the mean ratio to each day's bound; with the family's anchors, their
 /// lines and per policy its cost over the best search point's and whether the best fixed fleet
-/// dominates it.
-pub fn family_table(f: &Family, j: &Judgement, anchors: Option<&FamilyAnchors>) -> String {
+/// dominates it. Long policies show by their role in `roles` or a number, the full strings
+/// below.
+pub fn family_table(
+    f: &Family,
+    j: &Judgement,
+    anchors: Option<&FamilyAnchors>,
+    roles: &[(&str, &str)],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -286,63 +293,57 @@ pub fn family_table(f: &Family, j: &Judgement, anchors: Option<&FamilyAnchors>) 
             _ => String::new(),
         }
     );
-    let table = super::seeds::table(&j.policies);
-    let Some(a) = anchors else {
-        out.push_str(&table);
-        return out;
-    };
-    let _ = writeln!(
-        out,
-        "  best fixed fleet:   {}\n  best of the search: {}",
-        anchors::describe(&a.best_fixed, true),
-        anchors::describe(&a.best_search, false)
-    );
-    let mut lines = table.lines();
-    if let Some(header) = lines.next() {
+    let names = Names::of(j.policies.iter().map(|p| p.policy.as_str()), roles);
+    let mut table = super::seeds::rows(&j.policies, &names);
+    if let Some(a) = anchors {
         let _ = writeln!(
             out,
-            "{header}  {:>13}  {:>18}",
-            "x best search", "fleet dominates"
+            "  best fixed fleet:   {}\n  best of the search: {}",
+            anchors::describe(&a.best_fixed, true),
+            anchors::describe(&a.best_search, false)
         );
-    }
-    for (line, p) in lines.zip(&j.policies) {
-        let against = a.against(&Point::of(p));
-        let _ = writeln!(
-            out,
-            "{line}  {:>12.2}x  {:>18}",
-            against.x_best_search,
-            if against.dominated_by_fixed {
+        table.column("x best search", Right);
+        table.column("fleet dominates", Left);
+        for (i, p) in j.policies.iter().enumerate() {
+            let against = a.against(&Point::of(p));
+            table.set(i, 7, format!("{:.2}x", against.x_best_search));
+            let dominated = if against.dominated_by_fixed {
                 "yes"
             } else {
                 "no"
-            }
-        );
+            };
+            table.set(i, 8, dominated);
+        }
     }
-    out
+    out + &table.render() + &names.key()
 }
 
 /// Per policy, its worst family on each figure: the mean miss % and the worst day's miss %,
 /// each in excess of what the days' bounds miss themselves (requests no replica count serves
 /// in time), and the mean ratio to the bound; with anchors, the mean over families of its cost
 /// over each family's best search point's and how many families' best fixed fleet dominates it.
-pub fn worst_table(judged: &[(Family, Judgement)], anchors: Option<&Anchors>) -> String {
+pub fn worst_table(
+    judged: &[(Family, Judgement)],
+    anchors: Option<&Anchors>,
+    roles: &[(&str, &str)],
+) -> String {
     let Some((f0, first)) = judged.first() else {
         return String::new();
     };
-    let width = crate::sim::report::policy_width(first.policies.iter().map(|p| p.policy.as_str()));
-    let mut out = String::new();
-    let day = format!("worst of {} days: excess %", f0.days.len());
-    let _ = write!(
-        out,
-        "{:width$}  {:>24}  {:>28}  {:>24}  {:>8}",
-        "policy", "worst mean excess %", day, "worst x bound", "cut max"
-    );
+    let names = Names::of(first.policies.iter().map(|p| p.policy.as_str()), roles);
+    let mut t = Table::new([
+        ("policy".to_owned(), Left),
+        ("worst mean excess %".to_owned(), Right),
+        (format!("worst of {} days: excess %", f0.days.len()), Right),
+        ("worst x bound".to_owned(), Right),
+        ("cut max".to_owned(), Right),
+    ]);
     let paired = anchors.map(|a| paired(judged, a));
     if paired.is_some() {
-        out.push_str("  mean x best search (families)    fleet dominates");
+        t.column("mean x best search (families)", Right);
+        t.column("fleet dominates", Right);
     }
-    out.push('\n');
-    for (i, p) in first.policies.iter().enumerate() {
+    for (i, name) in names.shown.iter().enumerate() {
         let each = || judged.iter().map(move |(f, j)| (&f.name, &j.policies[i]));
         let worst = |f: &dyn Fn(&Judged) -> f64| {
             each()
@@ -354,30 +355,23 @@ pub fn worst_table(judged: &[(Family, Judgement)], anchors: Option<&Anchors>) ->
         let (max, max_at) = worst(&Judged::excess_miss_pct_max);
         let (ratio, ratio_at) = worst(&Judged::bound_ratio);
         let (cut, _) = worst(&Judged::cut_mean);
-        let _ = write!(
-            out,
-            "{:width$}  {:>24}  {:>28}  {:>24}  {:>8.1}",
-            p.policy,
+        t.row([
+            name.clone(),
             format!("{mean:.2}% {mean_at}"),
             format!("{max:.2}% {max_at}"),
             format!("{ratio:.2}x {ratio_at}"),
-            cut
-        );
+            format!("{cut:.1}"),
+        ]);
         if let Some(pairs) = &paired {
             let s = anchors::summary(pairs, i);
-            let _ = write!(
-                out,
-                "  {:>28}  {:>17}",
-                format!(
-                    "{:.2}x ({})",
-                    s.x_best_search_mean, s.x_best_search_families
-                ),
-                format!("{} of {}", s.dominated_in.len(), pairs.len())
-            );
+            t.push_cell(format!(
+                "{:.2}x ({})",
+                s.x_best_search_mean, s.x_best_search_families
+            ));
+            t.push_cell(format!("{} of {}", s.dominated_in.len(), pairs.len()));
         }
-        out.push('\n');
     }
-    out
+    t.render() + &names.key()
 }
 
 /// Each judged family beside its anchors (a family the anchors lack is left out).
