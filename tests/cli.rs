@@ -274,6 +274,16 @@ fn a_rate_scale_applies_to_the_built_in_day_and_is_refused_where_it_cannot() {
             stderr(&out)
         );
     }
+    // A seed draws a generated day; a recorded trace has none to draw.
+    let out = infscale(&[
+        "simulate",
+        "--seed",
+        "5",
+        "--trace",
+        "fixtures/traces/azure.csv",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--seed 5"), "{}", stderr(&out));
     let out = infscale(&["simulate", "--suite", "--seeds", "1", "--rate-scale", "2"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -466,4 +476,49 @@ fn every_subcommand_has_an_example_that_parses() {
             panic!("{example}: {e}");
         }
     }
+}
+
+/// The GPU model's flags stand under one heading wherever a command takes them, and every
+/// duration's value reads SECONDS.
+#[test]
+fn help_groups_the_gpu_flags_and_names_every_duration_seconds() {
+    use clap::CommandFactory;
+    use infscale::cli::Cli;
+    let cli = Cli::command();
+    let mut with_gpu = Vec::new();
+    for sub in cli.get_subcommands() {
+        for arg in sub.get_arguments() {
+            let long = arg.get_long().unwrap_or_default();
+            if long == "params-billion" {
+                with_gpu.push(sub.get_name().to_owned());
+            }
+            if ["params-billion", "max-batch", "cold-start-s", "gpu-file"].contains(&long) {
+                assert_eq!(
+                    arg.get_help_heading(),
+                    Some("GPU model"),
+                    "{} --{long}",
+                    sub.get_name()
+                );
+            }
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let lower = help.to_lowercase();
+            let duration =
+                lower.starts_with("seconds ") || lower.trim_end_matches('.').ends_with(", seconds");
+            let takes_value = arg.get_action().takes_values();
+            if duration && takes_value {
+                let names: Vec<String> = arg
+                    .get_value_names()
+                    .map(|v| v.iter().map(|n| n.to_string()).collect())
+                    .unwrap_or_default();
+                // One duration, or a list of them.
+                assert!(
+                    names == ["SECONDS"] || names == ["SECONDS,..."],
+                    "{} --{long} {names:?}: {help}",
+                    sub.get_name()
+                );
+            }
+        }
+    }
+    with_gpu.sort();
+    assert_eq!(with_gpu, ["emulate", "gpu", "simulate", "tune"]);
 }

@@ -197,6 +197,12 @@ impl SimArgs {
             s.validate().with_context(|| name.clone())?;
             self.scaled(TraceSource::Scenario(s))
         } else {
+            if let Some(seed) = self.seed {
+                anyhow::bail!(
+                    "--seed {seed}: {name} is a recorded trace, one fixed set of arrivals; a seed \
+                     draws a generated scenario (the built-in day or a YAML --trace)"
+                );
+            }
             let read = formats::read(format, &name, &text, self.duration)?;
             for note in &read.notes {
                 eprintln!("note: {note}");

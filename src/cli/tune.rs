@@ -120,19 +120,19 @@ pub struct Args {
     #[arg(long, default_value = "64,96,128,160,192")]
     pub targets: String,
     /// Lookaheads to try, seconds or auto (the learned cold start; 0: none).
-    #[arg(long, default_value = "0,45,60,90")]
+    #[arg(long, value_name = "SECONDS,...", default_value = "0,45,60,90")]
     pub lookaheads: String,
     /// How each lookahead projects: trend, history (see `forecast` among the policy keys).
     #[arg(long, default_value = "trend,history")]
     pub forecasts: String,
     /// Scale-down stabilisation windows to try, seconds.
-    #[arg(long, default_value = "30,60,120,300")]
+    #[arg(long, value_name = "SECONDS,...", default_value = "30,60,120,300")]
     pub down_windows: String,
     /// Scale-down policies to try: default (100% per 15 s), or keys like downpods=1.
     #[arg(long, default_value = "default,downpods=1")]
     pub down_policies: String,
     /// KEDA cooldowns to try, seconds; `none` keeps one replica (min 1).
-    #[arg(long, default_value = "none,60,120")]
+    #[arg(long, value_name = "SECONDS,...", default_value = "none,60,120")]
     pub cooldowns: String,
     /// The floors `none` among the cooldowns keeps, replicas (1: no min key).
     #[arg(long, default_value = "1")]
