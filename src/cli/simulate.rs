@@ -470,7 +470,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .zip(&runs)
             .map(|((policy, title), run)| Panel { title, policy, run })
             .collect();
-        plot::svg(path, &trace, &panels, settings.slo_ttft_s).map_err(anyhow::Error::msg)?;
+        let svg = plot::render(&trace, &panels, settings.slo_ttft_s).map_err(anyhow::Error::msg)?;
+        std::fs::write(path, svg).with_context(|| format!("{}: cannot write", path.display()))?;
     }
     if args.json {
         let json = serde_json::json!({

@@ -27,6 +27,7 @@ use crate::sim::replica::Hardware;
 use crate::sim::report::{summarize, Summary};
 use crate::sim::run::{run as simulate, Run, Settings};
 use crate::sim::trace::{Scenario, Trace};
+use anyhow::Context;
 use clock::SimClock;
 use lag::{ClockLag, Meter, Seen};
 use std::collections::HashMap;
@@ -442,7 +443,9 @@ fn report(
                 run: &sim_run,
             },
         ];
-        crate::sim::plot::svg(path, trace, &panels, cfg.slo_ttft_s).map_err(anyhow::Error::msg)?;
+        let svg =
+            crate::sim::plot::render(trace, &panels, cfg.slo_ttft_s).map_err(anyhow::Error::msg)?;
+        std::fs::write(path, svg).with_context(|| format!("{}: cannot write", path.display()))?;
     }
     Ok(DemoReport {
         demo,

@@ -70,18 +70,7 @@ fn heading_px(text: &str) -> f64 {
     HEADING_PX.min(room / (CHAR_EM * chars)).max(6.0)
 }
 
-/// Writes the SVG to `path`.
-pub fn svg(
-    path: &std::path::Path,
-    trace: &Trace,
-    panels: &[Panel<'_>],
-    slo_s: f64,
-) -> Result<(), String> {
-    let text = render(trace, panels, slo_s)?;
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The SVG's text.
+/// The SVG's text (the shells write it where the user asked).
 pub fn render(trace: &Trace, panels: &[Panel<'_>], slo_s: f64) -> Result<String, String> {
     let mut out = String::new();
     draw(&mut out, trace, panels, slo_s)?;
