@@ -14,9 +14,6 @@ use anyhow::{bail, Context};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Example:\n  infscale trace --prometheus http://prometheus:9090 --selector 'namespace=\"prod\"' \\\n    --start 2026-12-01T09:00:00Z --end 2026-12-01T10:00:00Z --step 15 -o day.csv"
-)]
 pub struct Args {
     /// Prometheus' base URL (http://prometheus:9090); /api/v1/query_range is asked.
     #[arg(long, value_name = "URL")]
