@@ -3,23 +3,11 @@
 
 mod common;
 
-use common::{fixture, stand_in};
-use std::process::{Command, Output};
-
-fn infscale(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infscale"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run infscale")
-}
+use common::{fixture, infscale, stand_in, stderr};
+use std::process::Output;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

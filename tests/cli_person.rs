@@ -3,19 +3,10 @@
 //! help they read (an example per subcommand, the GPU model's flags grouped, durations named one
 //! way).
 
-use std::process::{Command, Output};
+mod common;
 
-fn infscale(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infscale"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run infscale")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{infscale, stderr};
+use std::process::Command;
 
 #[test]
 fn a_rate_scale_applies_to_the_built_in_day_and_is_refused_where_it_cannot() {

@@ -80,3 +80,17 @@ pub fn stand_in(status: u16, body: Vec<u8>, max_requests: usize) -> StandIn {
         until: Instant::now() + lifetime,
     }
 }
+
+/// Runs the `infscale` binary from the repository's root and waits for it.
+pub fn infscale(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_infscale"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run infscale")
+}
+
+/// A run's stderr as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
