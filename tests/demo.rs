@@ -153,7 +153,10 @@ fn a_request_lost_while_the_clock_keeps_time_fails_the_demo() {
     );
     assert_eq!(v["valid"], Value::Bool(true), "{v}");
     let requests = v["requests"].as_u64().unwrap_or(0);
-    let failed = v["lost_by"]["http 500"].as_u64().unwrap_or(0);
+    // The key names the status and what the Service said.
+    let failed = v["lost_by"]["http 500: injected fault"]
+        .as_u64()
+        .unwrap_or(0);
     assert!(requests > 1000, "{v}");
     let every_20th = requests / 20;
     assert!(

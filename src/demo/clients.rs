@@ -78,14 +78,34 @@ async fn one(
         .await
         .map_err(|_| "connect".to_owned())?;
     if !resp.status().is_success() {
-        return Err(format!("http {}", resp.status().as_u16()));
+        // Who answered is in the words: the Service's, the activator's or the pod's.
+        let status = resp.status().as_u16();
+        let said = http_body_util::Limited::new(resp.into_body(), 512)
+            .collect()
+            .await
+            .map(|b| String::from_utf8_lossy(&b.to_bytes()).trim().to_owned())
+            .unwrap_or_default();
+        return Err(match said.is_empty() {
+            true => format!("http {status}"),
+            false => format!("http {status}: {said}"),
+        });
     }
     let mut body = resp.into_body();
     let mut first = None;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|_| "cut".to_owned())?;
         if let Some(data) = frame.data_ref() {
-            if first.is_none() && memchr::memmem::find(data, b"data:").is_some() {
+            if first.is_some() {
+                continue;
+            }
+            if let Some(at) = memchr::memmem::find(data, b"data:") {
+                // An error sent as an event (the activator's answer to a held stream whose
+                // upstream failed) is no first token.
+                let event = data[at + 5..].trim_ascii_start();
+                if event.starts_with(b"{\"error\"") {
+                    let said = String::from_utf8_lossy(event);
+                    return Err(format!("error event: {}", said.trim()));
+                }
                 first = Some(clock.now() - sent_at);
             }
         }

@@ -24,7 +24,7 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -190,6 +190,10 @@ impl Endpoints {
 
 type Out = BoxBody<Bytes, hyper::Error>;
 
+/// How long the Service keeps an idle connection to a pod: under the emulated server's head
+/// timeout ([`crate::emulate::Limits`]' 10 s), as the activator's pool is under a model server's.
+const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// The largest request body the Service forwards.
 const MAX_BODY: usize = 8 << 20;
 
@@ -342,8 +346,14 @@ fn shared_socket() -> std::io::Result<tokio::net::TcpSocket> {
 pub async fn serve(address: Address, endpoints: Arc<Endpoints>) {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
-    let client: Client<HttpConnector, Full<Bytes>> =
-        Client::builder(TokioExecutor::new()).build(connector);
+    // Idle pooled connections go on a timer, well before the emulated servers' head timer (10 s)
+    // closes them: a request written on a connection the pod is closing that instant is cut,
+    // and connections opened in one burst go idle, and are closed, together, so the retry below
+    // could meet a second one.
+    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE)
+        .build(connector);
     let mut count = endpoints.count.subscribe();
     loop {
         // Not listening: connections are refused until a backend is ready.
