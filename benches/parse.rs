@@ -5,8 +5,8 @@
 //! Run with `scripts/bench-parse.sh`, which prints the medians in MB/s and the ratio.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use infscale::metrics::exposition::{collect, scan, Sample, Visitor};
-use infscale::metrics::{read_page, ServerChoice};
+use infscale_core::observe::metrics::exposition::{collect, scan, Sample, Visitor};
+use infscale_core::observe::metrics::{read_page, ServerChoice};
 use std::hint::black_box;
 
 fn page(name: &str) -> String {

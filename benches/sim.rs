@@ -7,14 +7,14 @@
 //! Run with `scripts/bench-sim.sh`, which prints the medians.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use infscale::scaling::Policy;
-use infscale::sim::bound::clairvoyant;
-use infscale::sim::gpu::GpuModel;
-use infscale::sim::replica::Hardware;
-use infscale::sim::run::{run, Settings};
-use infscale::sim::seeds::{judge, Day};
-use infscale::sim::trace::Scenario;
-use infscale::sim::tune::{run_points, sample, Grid};
+use infscale_core::policy::Policy;
+use infscale_core::sim::bound::clairvoyant;
+use infscale_core::sim::gpu::GpuModel;
+use infscale_core::sim::replica::Hardware;
+use infscale_core::sim::run::{run, Settings};
+use infscale_core::sim::seeds::{judge, Day};
+use infscale_core::sim::trace::Scenario;
+use infscale_core::sim::tune::{run_points, sample, Grid};
 use std::hint::black_box;
 
 const DEFAULT_POLICIES: [&str; 7] = [

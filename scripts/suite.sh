@@ -30,4 +30,4 @@ for spec in AzureLLMInferenceTrace_conv.csv AzureLLMInferenceTrace_code.csv conv
     echo "note: $dir/$file not found; its family is left out" >&2
   fi
 done
-exec target/release/infscale simulate --suite --seeds "$days" "${traces[@]}" "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/infscale" simulate --suite --seeds "$days" "${traces[@]}" "$@"

@@ -4,11 +4,11 @@
 //! cheap invariants and round trips noted on it. Not used by the binaries.
 
 use crate::activator::{preface, proxy, routes};
-use crate::metrics::{exposition, profile};
-use crate::scaling::{scaled_object, Policy};
 use crate::serve::metadata::{AllowedActivators, TargetSpec};
-use crate::sim::trace::formats::{self, Format};
-use crate::sim::trace::{Scenario, Trace};
+use infscale_core::observe::metrics::{exposition, profile};
+use infscale_core::policy::{scaled_object, Policy};
+use infscale_core::sim::trace::formats::{self, Format};
+use infscale_core::sim::trace::{Scenario, Trace};
 use std::collections::HashMap;
 
 /// Inputs longer than this are cut: every reader bounds its input before these functions see it

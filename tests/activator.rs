@@ -276,7 +276,7 @@ async fn the_watch_endpoint_reports_a_held_request_at_once() {
 /// the scaler's own decoder, and a keep-alive comment once nothing changed for the interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watch_stream_decodes_and_keeps_alive() {
-    use infscale::counts::wire::{Decoder, KEEP_ALIVE};
+    use infscale_core::observe::counts::wire::{Decoder, KEEP_ALIVE};
     let up = upstream(Arc::new(AtomicBool::new(false))).await;
     let limits = infscale::activator::limits::Limits {
         watch_keep_alive: Duration::from_millis(200),

@@ -1,6 +1,6 @@
 //! A profile read allocates a fixed amount, whatever the page's size: no allocation per sample.
 
-use infscale::metrics::{read_page, ServerChoice};
+use infscale_core::observe::metrics::{read_page, ServerChoice};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -352,7 +352,7 @@ async fn a_gauge_of_two_to_the_64_is_clamped_to_what_keda_holds() {
     let req = metrics_request(&so, "infscale-queue-chat");
     let v = value_when(&mut c, &req, None).await;
     let r = c.get_metrics(req).await.unwrap().into_inner();
-    assert_eq!(v, infscale::limits::MAX_METRIC_VALUE);
+    assert_eq!(v, infscale_core::limits::MAX_METRIC_VALUE);
     assert_eq!(r.metric_values[0].metric_value, 1 << 53);
     // KEDA multiplies by 1000 into an int64: it fits.
     assert!(v * 1000.0 < i64::MAX as f64);

@@ -143,12 +143,12 @@ async fn a_learned_cold_start_is_exported_and_used_by_lookahead_auto() {
 /// took. Seen in the timeline's reasons (what `simulate --timeline` prints).
 #[test]
 fn the_simulator_learns_its_own_cold_start_for_lookahead_auto() {
-    use infscale::scaling::cold_start::BOUNDS;
-    use infscale::scaling::Policy;
-    use infscale::sim::gpu::GpuModel;
-    use infscale::sim::replica::Hardware;
-    use infscale::sim::run::{run, Settings, TimelineEntry};
-    use infscale::sim::trace::Scenario;
+    use infscale_core::policy::Policy;
+    use infscale_core::project::cold_start::BOUNDS;
+    use infscale_core::sim::gpu::GpuModel;
+    use infscale_core::sim::replica::Hardware;
+    use infscale_core::sim::run::{run, Settings, TimelineEntry};
+    use infscale_core::sim::trace::Scenario;
 
     let trace = Scenario::default_day().generate().expect("the default day");
     let hw = Hardware::new(GpuModel::default());

@@ -4,7 +4,7 @@
 //! never unescapes them, so it is only a fair referee on colon-free pages with plain label
 //! values. On those, both must see exactly the same samples: same names, labels and values.
 
-use infscale::metrics::exposition::collect;
+use infscale_core::observe::metrics::exposition::collect;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

@@ -2,9 +2,9 @@
 //! TTFT and throughput against the replica model, the OpenAI shapes, errors and cold start.
 
 use infscale::emulate::{self, Dialect, EmulateConfig, Emulator, Limits};
-use infscale::metrics::{read_page, Rates, Replica, ServerChoice};
-use infscale::sim::gpu::GpuModel;
-use infscale::sim::replica::{Finished, FirstToken, Hardware, Phase, SimReplica};
+use infscale_core::observe::metrics::{read_page, Rates, Replica, ServerChoice};
+use infscale_core::sim::gpu::GpuModel;
+use infscale_core::sim::replica::{Finished, FirstToken, Hardware, Phase, SimReplica};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

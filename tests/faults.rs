@@ -10,10 +10,11 @@ use common::keda::{active_when, client, metrics_request, next_push, object, valu
 use common::kube::Kube;
 use common::pods::{pod, vllm_running, Behaviour};
 use common::scaler::{config, push_after_hold, refused_url, start};
-use infscale::scaling::hpa::replicas::{external_per_pod, to_milli, Tolerances};
 use infscale::serve::limits::Limits;
 use infscale::serve::proto::ScaledObjectRef;
 use infscale::serve::server::Config;
+use infscale_core::control::hpa::replicas::{external_per_pod, to_milli};
+use infscale_core::policy::behavior::Tolerances;
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::Command;

@@ -9,13 +9,14 @@
 //! A vector whose metric is absent, `null`, `{}`, or has no samples (an absent or empty sample
 //! list), or whose `metrics` list is empty, means that no metric could be read.
 
-use infscale::scaling::hpa::rate::{self, Events};
-use infscale::scaling::hpa::replicas::{self, Tolerances};
-use infscale::scaling::hpa::stabilize;
-use infscale::scaling::hpa::{
-    reconcile, replicas_for_metrics, Behavior, Controller, RateKind, RatePolicy, Recommendation,
-    Rules, ScaleEvent, Select, Spec, State,
+use infscale_core::control::hpa::rate::{self, Events};
+use infscale_core::control::hpa::replicas;
+use infscale_core::control::hpa::stabilize;
+use infscale_core::control::hpa::{
+    reconcile, replicas_for_metrics, Recommendation, ScaleEvent, Spec, State,
 };
+use infscale_core::policy::behavior::Tolerances;
+use infscale_core::policy::behavior::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -626,7 +627,7 @@ fn controller_reconcile(inputs: &Value, expected: &Value) -> Outcome {
     )?;
     if let Some(want) = expected["scalingLimitedReason"].as_str() {
         let got = match r.outcome {
-            infscale::scaling::hpa::Outcome::Normalized(limited) => limited.name(),
+            infscale_core::control::hpa::Outcome::Normalized(limited) => limited.name(),
             _ => "none",
         };
         check("scalingLimitedReason", got, want)?;

@@ -3,7 +3,7 @@
 
 use infscale::emulate::{spawn, EmulateConfig};
 use infscale::load::{self, Config};
-use infscale::sim::gpu::GpuModel;
+use infscale_core::sim::gpu::GpuModel;
 use std::time::Duration;
 
 /// The knee is read where the modelled engine decides it, not off millisecond differences a

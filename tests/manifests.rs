@@ -670,11 +670,11 @@ fn drain_of(at: &str, d: &Value) -> Drain {
 }
 
 /// Every example model server drains on scale-down for at least the drain the simulator ships
-/// (`infscale::sim::run::DEFAULT_DRAIN_S`): a removed pod serves what it holds that long before
+/// (`infscale_core::sim::run::DEFAULT_DRAIN_S`): a removed pod serves what it holds that long before
 /// what is left is cut, and the grace period is not the one to cut a drain that ends by itself.
 #[test]
 fn the_examples_drain_as_long_as_the_simulator_models() {
-    let shipped = infscale::sim::run::DEFAULT_DRAIN_S;
+    let shipped = infscale_core::sim::run::DEFAULT_DRAIN_S;
     let mut servers = BTreeSet::new();
     for f in yaml_files(&root().join("manifests/examples")) {
         for d in load(&f).iter().filter(|d| s(&d["kind"]) == "Deployment") {

@@ -10,10 +10,12 @@ mod common;
 use common::keda::{client, metrics_request, object, value_when};
 use common::pods::{pod, Behaviour};
 use common::scaler::{config, start};
-use infscale::metrics::{Counters, Replica, Server, Signals};
-use infscale::scaling::decision::proposal;
-use infscale::scaling::{decide, Observation, Policy, ScalerState};
 use infscale::serve::server::Config;
+use infscale_core::control::decision::proposal;
+use infscale_core::control::decision::{decide, ScalerState};
+use infscale_core::observe::metrics::{Counters, Replica, Server, Signals};
+use infscale_core::policy::Policy;
+use infscale_core::project::demand::Observation;
 use std::collections::HashMap;
 
 /// Per pod: 3 running, 1 waiting, KV cache 90% full.
@@ -177,8 +179,8 @@ fn combined_decision_is_the_larger_of_the_single_ones() {
 /// names one metric per entry.
 #[test]
 fn written_trigger_metadata_reads_back_with_every_metric() {
-    use infscale::scaling::scaled_object::trigger_metadata;
     use infscale::serve::metadata::{AllowedActivators, TargetSpec};
+    use infscale_core::policy::scaled_object::trigger_metadata;
     let policy = Policy::parse("queue+kv:48,0.8,min=1").unwrap();
     let mut meta: HashMap<String, String> = trigger_metadata(&policy, 0.0)
         .into_iter()

@@ -1,11 +1,11 @@
-//! Properties of the deletion-cost planner (`scaling::deletion_cost`) over random rounds of pod
+//! Properties of the deletion-cost planner (`control::deletion_cost`) over random rounds of pod
 //! loads, scale-down signals and times: no 60 s window ever holds more writes than the budget;
 //! nothing is written unless a scale-down is near; a write names a pod of the round, at its
 //! in-flight requests, and only where that differs from what the pod carries; and once the
 //! writes settle, from any stale costs, a pod with twice another's load carries the higher
 //! cost.
 
-use infscale::scaling::deletion_cost::{plan, Budget, PodCost};
+use infscale_core::control::deletion_cost::{plan, Budget, PodCost};
 use proptest::prelude::*;
 use std::collections::HashMap;
 

@@ -19,8 +19,10 @@
 
 mod props;
 
-use infscale::scaling::policy::Forecast;
-use infscale::scaling::{decide, evaluate, Activity, Policy, ScalerState};
+use infscale_core::control::activity::Activity;
+use infscale_core::control::decision::{decide, evaluate, ScalerState};
+use infscale_core::policy::Forecast;
+use infscale_core::policy::Policy;
 use props::{bump, bumped, observe, parse, policy_spec, reading, replicas, Bump, Reading};
 use proptest::prelude::*;
 

@@ -1,11 +1,11 @@
-//! Properties of the HPA's reconcile (`scaling/hpa`) over random sequences of proposals and
+//! Properties of the HPA's reconcile (`control/hpa`) over random sequences of proposals and
 //! times: the stabilisation windows and the scale rate limits hold, and the count stays within
 //! [min, max], whatever the order and spacing of the proposals. A rate limit counts from the
 //! count its period started at, as Kubernetes does: 2 -> 3 at 98 s then 3 -> 1 at 99 s is one
 //! pod down from the 2 of 60 s earlier, within `downpods=1`.
 
-use infscale::scaling::hpa::{self, reconcile, Spec};
-use infscale::scaling::Policy;
+use infscale_core::control::hpa::{self, reconcile, Spec};
+use infscale_core::policy::Policy;
 use proptest::prelude::*;
 
 /// Behaviours with a window each way and a Pods rate limit each way, one policy per direction.

@@ -1,4 +1,4 @@
-//! Properties of the missing-pod adjustment (`scaling::demand`, the HPA's rule for pods that gave
+//! Properties of the missing-pod adjustment (`control::missing`, the HPA's rule for pods that gave
 //! no metric) over extreme values: a replica read beside one that could not be read, with gauges
 //! up to `f64::MAX` and every threshold a trigger accepts. The value the scaler would answer is
 //! finite and never 0.0 (an unread pod beside a loaded one is never a reason to scale to
@@ -6,11 +6,12 @@
 //! Issue 25 found the adjustment overflowing there: `count x target` in milli-units passed
 //! `i64::MAX`, wrapped negative and was answered as 0.0 (a debug build panicked).
 
-use infscale::limits::{metric_value, MAX_METRIC_VALUE, THRESHOLD};
-use infscale::metrics::{Counters, Replica, Server, Signals};
-use infscale::scaling::demand::{measure, Observation};
-use infscale::scaling::hpa::replicas::ceil_replicas;
-use infscale::scaling::{Metric, Policy};
+use infscale_core::control::hpa::replicas::ceil_replicas;
+use infscale_core::control::missing::demand;
+use infscale_core::limits::{metric_value, MAX_METRIC_VALUE, THRESHOLD};
+use infscale_core::observe::metrics::{Counters, Replica, Server, Signals};
+use infscale_core::policy::{Metric, Policy};
+use infscale_core::project::demand::Observation;
 use proptest::prelude::*;
 
 fn replica(i: usize, running: f64) -> Replica {
@@ -75,7 +76,7 @@ proptest! {
             starting_since: &[],
         };
         let policy = Policy::new(Metric::Queue, target);
-        let demand = measure(&policy, &obs);
+        let demand = demand(&policy, &obs);
         let sum: f64 = loads.iter().sum();
         if !sum.is_finite() {
             // The replicas' own sum is past what a double holds: no claim on the value but

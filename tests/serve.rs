@@ -9,10 +9,12 @@ use common::keda::{client, client_over, metrics_request, next_push, object, valu
 use common::kube::{ready_pods, FakePod, Kube};
 use common::pods::{pod, pods_on_one_port, Behaviour};
 use common::scaler::{config, push_after_hold, start};
-use infscale::metrics::{read_page, Replica, ServerChoice};
-use infscale::scaling::{evaluate, Metric, Observation, Policy, ScalerState};
 use infscale::serve::limits::Limits;
 use infscale::serve::server::Config;
+use infscale_core::control::decision::{evaluate, ScalerState};
+use infscale_core::observe::metrics::{read_page, Replica, ServerChoice};
+use infscale_core::policy::{Metric, Policy};
+use infscale_core::project::demand::Observation;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;

@@ -2,13 +2,13 @@
 //! the Easy exercise, determinism, and the CSV round trip through the binaries.
 
 use infscale::cli::simulate::{RECOMMENDED, RECOMMENDED_TO_ZERO};
-use infscale::scaling::Policy;
-use infscale::sim::bound::clairvoyant;
-use infscale::sim::gpu::GpuModel;
-use infscale::sim::replica::Hardware;
-use infscale::sim::report::{summarize, Summary};
-use infscale::sim::run::{run, Mode, Settings};
-use infscale::sim::trace::{Scenario, Trace};
+use infscale_core::policy::Policy;
+use infscale_core::sim::bound::clairvoyant;
+use infscale_core::sim::gpu::GpuModel;
+use infscale_core::sim::replica::Hardware;
+use infscale_core::sim::report::{summarize, Summary};
+use infscale_core::sim::run::{run, Mode, Settings};
+use infscale_core::sim::trace::{Scenario, Trace};
 use std::process::Command;
 
 fn default_trace() -> Trace {

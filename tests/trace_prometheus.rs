@@ -5,7 +5,7 @@
 
 use infscale::emulate::{spawn, EmulateConfig, Emulator};
 use infscale::load::{self, Config, Mode};
-use infscale::sim::trace::Trace;
+use infscale_core::sim::trace::Trace;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -205,7 +205,7 @@ fn built(prom: &str, window: &[String; 2], extra: &[&str], csv: &Path) -> Measur
     let text = std::fs::read_to_string(csv).expect("the CSV written");
     let trace = Trace::from_csv("trace.csv", &text, None).expect("a trace simulate reads");
     let n = trace.requests.len() as f64;
-    let sum = |f: fn(&infscale::sim::trace::Request) -> u32| {
+    let sum = |f: fn(&infscale_core::sim::trace::Request) -> u32| {
         trace.requests.iter().map(|r| f64::from(f(r))).sum::<f64>()
     };
     Measured {

@@ -7,9 +7,9 @@
 
 mod common;
 
-use infscale::scaling::scaled_object;
-use infscale::scaling::Policy;
 use infscale::serve::metadata::TargetSpec;
+use infscale_core::policy::scaled_object;
+use infscale_core::policy::Policy;
 use std::collections::HashMap;
 
 #[test]

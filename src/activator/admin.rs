@@ -7,7 +7,7 @@
 //! comment when nothing was sent for a while), so the scaler can push `StreamIsActive` within
 //! milliseconds. A watch ends after `max_age` between two events, whatever it sent (its
 //! keep-alives renew nothing), and the scaler reconnects keeping its last reading: a stream
-//! cannot hold its connection's place for ever (issue 37). The event bytes are [`crate::counts::wire`]'s, which the scaler decodes. Every
+//! cannot hold its connection's place for ever (issue 37). The event bytes are [`infscale_core::observe::counts::wire`]'s, which the scaler decodes. Every
 //! route's host is in the document, at zero too: a host the document lacks is one the
 //! activator has no route for. `GET /routes` says what places requests: each route with its
 //! names, model and port, the models refused and why, and the ports that could not be bound.
@@ -15,12 +15,12 @@
 use super::learn::Status;
 use super::table::Routing;
 use super::telemetry::Telemetry;
-use crate::counts::{wire, QueueCounts};
 use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use futures::Stream;
+use infscale_core::observe::counts::{wire, QueueCounts};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;

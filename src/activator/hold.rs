@@ -23,7 +23,7 @@
 
 use super::routes::Route;
 use super::telemetry::RouteTelemetry;
-use crate::counts::HostCounts;
+use infscale_core::observe::counts::HostCounts;
 use std::collections::BTreeSet;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -15,7 +15,7 @@
 //! [`Limits::default`] holds the defaults; the `activator` command sets the ones an operator may
 //! need to change from its flags (named on each field), and the server passes the struct down.
 //! Per-route bounds (`maxHeld`, `holdTimeoutSeconds`, ...) belong to the routes file, and bounds
-//! on what a caller may send to stay in [`crate::limits`].
+//! on what a caller may send to stay in [`infscale_core::limits`].
 
 use std::time::Duration;
 

@@ -375,11 +375,11 @@ impl Proxy {
         };
         self.telemetry.reject("none", "no_route");
         self.telemetry.unrouted(reason);
-        let shown = host.map(|h| crate::limits::cut(h, 256));
+        let shown = host.map(|h| infscale_core::limits::cut(h, 256));
         let serves = table.hosts();
         if let Some(suppressed) = self.unrouted_log.allow() {
             tracing::warn!(
-                %peer, host = shown.as_deref().unwrap_or("(none)"), path = %crate::limits::cut(req.uri().path(), 256),
+                %peer, host = shown.as_deref().unwrap_or("(none)"), path = %infscale_core::limits::cut(req.uri().path(), 256),
                 reason, ?serves, suppressed, "no route for a request"
             );
         }

@@ -41,7 +41,7 @@ pub async fn follow(
         tick.tick().await;
         let path = reload.path.clone();
         let read = tokio::task::spawn_blocking(move || {
-            read_text(&path, crate::limits::MAX_CONFIG_FILE_BYTES)
+            read_text(&path, infscale_core::limits::MAX_CONFIG_FILE_BYTES)
         })
         .await;
         let text = match read {

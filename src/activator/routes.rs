@@ -307,21 +307,23 @@ impl RouteSpec {
         if self.max_held == 0 {
             return Err(bad("maxHeld", "must be at least 1".into()));
         }
-        let hold_timeout = crate::limits::seconds(
+        let hold_timeout = infscale_core::limits::seconds(
             self.hold_timeout_seconds,
             false,
-            crate::limits::MAX_HOLD_SECONDS,
+            infscale_core::limits::MAX_HOLD_SECONDS,
         )
         .map_err(|e| bad("holdTimeoutSeconds", e))?;
-        let abandon_lease = crate::limits::seconds(
+        let abandon_lease = infscale_core::limits::seconds(
             self.abandon_lease_seconds,
             true,
-            crate::limits::MAX_HOLD_SECONDS,
+            infscale_core::limits::MAX_HOLD_SECONDS,
         )
         .map_err(|e| bad("abandonLeaseSeconds", e))?;
         let keep_alive = self
             .keep_alive_seconds
-            .map(|s| crate::limits::seconds(s, false, crate::limits::MAX_HOLD_SECONDS))
+            .map(|s| {
+                infscale_core::limits::seconds(s, false, infscale_core::limits::MAX_HOLD_SECONDS)
+            })
             .transpose()
             .map_err(|e| bad("keepAliveSeconds", e))?;
         let endpoints = self

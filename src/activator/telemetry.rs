@@ -5,7 +5,7 @@
 //! Every label is bounded: routes are bounded by `--max-models` and the file, reasons are a
 //! fixed set.
 
-use crate::counts::QueueCounts;
+use infscale_core::observe::counts::QueueCounts;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

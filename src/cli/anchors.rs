@@ -6,11 +6,11 @@
 use super::seeds::progress;
 use super::simulate::{SimArgs, BOUND_CAP};
 use crate::edge::files::read_text;
-use crate::limits;
-use crate::sim::anchors::{self, Anchors, BAR};
-use crate::sim::seeds::{self, Judgement};
-use crate::sim::suite::{Family, Plan};
 use anyhow::{bail, Context};
+use infscale_core::limits;
+use infscale_core::sim::anchors::{self, Anchors, BAR};
+use infscale_core::sim::seeds::{self, Judgement};
+use infscale_core::sim::suite::{Family, Plan};
 use serde_json::Value;
 use std::path::Path;
 use std::process::ExitCode;
@@ -106,7 +106,7 @@ pub fn per_family(
     sample: usize,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let families = crate::sim::suite::families(plan)?;
+    let families = infscale_core::sim::suite::families(plan)?;
     let (judged, anchors) = judge(families, &[], sim, Some(sample), plan.seeds, json)?;
     let Some(anchors) = anchors else {
         bail!("the search did not run");

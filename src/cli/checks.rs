@@ -1,18 +1,18 @@
 //! Checks of numeric flags that several commands take, each error naming the flag and its value.
 
-use crate::limits::{show, MAX_HELD, MAX_NOW, MAX_REPLICAS};
 use anyhow::bail;
+use infscale_core::limits::{show, MAX_HELD, MAX_NOW, MAX_REPLICAS};
 use std::time::Duration;
 
 /// A flag that is a positive number of seconds, at most `limits::MAX_SECONDS`.
 pub fn positive_seconds(flag: &str, v: f64) -> anyhow::Result<Duration> {
-    crate::limits::seconds(v, false, crate::limits::MAX_SECONDS)
+    infscale_core::limits::seconds(v, false, infscale_core::limits::MAX_SECONDS)
         .map_err(|e| anyhow::anyhow!("{flag} {e}"))
 }
 
 /// A flag that is a number of seconds from 0, at most `limits::MAX_SECONDS`.
 pub fn seconds_from_zero(flag: &str, v: f64) -> anyhow::Result<Duration> {
-    crate::limits::seconds(v, true, crate::limits::MAX_SECONDS)
+    infscale_core::limits::seconds(v, true, infscale_core::limits::MAX_SECONDS)
         .map_err(|e| anyhow::anyhow!("{flag} {e}"))
 }
 

@@ -5,11 +5,12 @@ use super::policy_args::PolicyArgs;
 use super::read::{read_all, SourceArgs};
 use super::state_file::{load_state, save_state};
 use super::table;
-use crate::scaling::cycle::standalone;
-use crate::scaling::fleet::ReplicaRead;
-use crate::scaling::reasons::Steps;
-use crate::scaling::{Decision, Policy};
 use anyhow::bail;
+use infscale_core::control::cycle::standalone;
+use infscale_core::control::decision::Decision;
+use infscale_core::policy::Policy;
+use infscale_core::project::fleet::ReplicaRead;
+use infscale_core::reasons::Steps;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,7 +45,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
-    crate::scaling::exports::check(args.read.server, &policy)?;
+    infscale_core::policy::exports::check(args.read.server, &policy)?;
     let held = held_flag(args.held)?;
     let now = now_flag(args.now)?;
     let current_flag = replicas_flag("--current", args.current)?;

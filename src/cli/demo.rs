@@ -6,11 +6,12 @@ use super::simulate::{RECOMMENDED_TO_ZERO, ROLES};
 use crate::demo::lag::ClockLag;
 use crate::demo::{self, DemoConfig, DemoReport};
 use crate::emulate::Dialect;
-use crate::limits::DEMO_MAX_REPLICAS;
-use crate::scaling::Policy;
-use crate::sim::report::Summary;
-use crate::sim::trace::Scenario;
-use crate::table::{Align::*, Names, Table};
+use infscale_core::limits::DEMO_MAX_REPLICAS;
+use infscale_core::policy::Policy;
+use infscale_core::sim::report::Summary;
+use infscale_core::sim::trace::Scenario;
+use infscale_core::table::Align::*;
+use infscale_core::table::{Names, Table};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,7 +62,7 @@ pub const EXIT_NO_TIME: u8 = 3;
 
 /// What the live view's columns are, printed above its first row.
 fn legend(target: f64) -> String {
-    let t = crate::scaling::demand::fmt(target);
+    let t = infscale_core::reasons::fmt(target);
     [
         "live view, a line every 15 s of the day: the time; arrivals per second over the last 15 s;".to_owned(),
         "  replicas ready and starting; requests running and waiting on the replicas; held: requests the activator holds;".to_owned(),
@@ -172,7 +173,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !(speed.is_finite() && (1.0..=30.0).contains(&speed)) {
         anyhow::bail!(
             "--speed {}: expected 1 to 30 (the scaler's trend window is at least 1 s of wall time)",
-            crate::limits::show(speed)
+            infscale_core::limits::show(speed)
         );
     }
     let label = args
@@ -194,7 +195,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !(until.is_finite() && until > 0.0 && until <= day) {
             anyhow::bail!(
                 "--until {}: expected seconds above 0, at most the day's {day}",
-                crate::limits::show(until)
+                infscale_core::limits::show(until)
             );
         }
         scenario.duration = until;
@@ -205,7 +206,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         speed,
         policy,
         label,
-        gpu: crate::sim::gpu::GpuModel::default(),
+        gpu: infscale_core::sim::gpu::GpuModel::default(),
         dialect,
         slo_ttft_s: 2.0,
         svg: Some(args.svg.clone()),
@@ -285,7 +286,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::run::Run;
+    use infscale_core::sim::run::Run;
 
     fn summary_of(policy: &str, minutes: f64) -> Summary {
         let run = Run {
@@ -299,7 +300,7 @@ mod tests {
             series: Vec::new(),
             learned: Default::default(),
         };
-        crate::sim::report::summarize(policy, &run, 2.0)
+        infscale_core::sim::report::summarize(policy, &run, 2.0)
     }
 
     #[test]

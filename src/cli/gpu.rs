@@ -2,11 +2,11 @@
 //! to change it (each parameter is a flag and a field of `--gpu-file FILE.yaml`).
 
 use crate::edge::files::read_text;
-use crate::limits;
-use crate::sim::capacity;
-use crate::sim::gpu::GpuModel;
-use crate::sim::trace::Scenario;
 use anyhow::Context;
+use infscale_core::limits;
+use infscale_core::sim::capacity;
+use infscale_core::sim::gpu::GpuModel;
+use infscale_core::sim::trace::Scenario;
 use std::path::PathBuf;
 
 /// The heading the GPU model's flags stand under in every command's help, and the section of

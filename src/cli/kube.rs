@@ -8,10 +8,10 @@ use super::checks::{held_flag, now_flag, positive_seconds};
 use super::policy_args::PolicyArgs;
 use super::state_file::{load_state, save_state};
 use super::table;
-use crate::metrics::ServerChoice;
 use crate::serve::discovery::ScrapeVia;
 use crate::serve::metadata;
 use crate::serve::standalone::{self, DeploymentRef};
+use infscale_core::observe::metrics::ServerChoice;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -62,14 +62,14 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = args.policy.policy()?;
-    crate::scaling::exports::check(args.server, &policy)?;
+    infscale_core::policy::exports::check(args.server, &policy)?;
     let held = held_flag(args.held)?;
     let now = now_flag(args.now)?;
-    if args.metrics_path.len() > crate::limits::PATH_BYTES {
+    if args.metrics_path.len() > infscale_core::limits::PATH_BYTES {
         anyhow::bail!(
             "--metrics-path: {} bytes, more than {}",
             args.metrics_path.len(),
-            crate::limits::PATH_BYTES
+            infscale_core::limits::PATH_BYTES
         );
     }
     let target = DeploymentRef {

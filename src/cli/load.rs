@@ -2,12 +2,13 @@
 //! its users would see; `--sweep` finds the concurrency it saturates at.
 
 use super::checks::positive_seconds;
-use crate::limits;
 use crate::load::knee;
 use crate::load::report::ms;
 use crate::load::{Config, Limits, Mode, Report, Sweep};
-use crate::table::{Align::*, Table};
 use anyhow::bail;
+use infscale_core::limits;
+use infscale_core::table::Align::*;
+use infscale_core::table::Table;
 use std::fmt::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -63,7 +64,7 @@ fn seconds(flag: &str, s: f64) -> anyhow::Result<Duration> {
 }
 
 impl Args {
-    /// Every number within [`crate::limits`], each error naming its flag.
+    /// Every number within [`infscale_core::limits`], each error naming its flag.
     fn check_numbers(&self) -> anyhow::Result<()> {
         if let Some(rate) = self.rate {
             if !(rate.is_finite() && rate > 0.0 && rate <= limits::MAX_RATE) {

@@ -1,10 +1,10 @@
 //! The policy flags `decide` and `kube` share, built from the key table
-//! ([`crate::scaling::keys`]): one flag per policy key, set through `Policy::set`, so a flag, a
+//! ([`infscale_core::policy::keys`]): one flag per policy key, set through `Policy::set`, so a flag, a
 //! key in a policy string and a ScaledObject field mean one thing and have one set of bounds.
 
-use crate::scaling::keys::{Kind, KEYS};
-use crate::scaling::{Metric, Policy};
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
+use infscale_core::policy::keys::{Kind, KEYS};
+use infscale_core::policy::{Metric, Policy};
 
 /// `--policy` and the flags given beside it, in the table's order.
 #[derive(Debug, Clone, Default)]

@@ -1,15 +1,15 @@
-//! Fetching the sources named on the command line, then [`crate::scaling::fleet::read`] turns
+//! Fetching the sources named on the command line, then [`infscale_core::project::fleet::read`] turns
 //! them into replicas, with rates where an earlier page exists (`--previous`, a second scrape
 //! `--interval` seconds later, or the state file), and llama.cpp's sleep state from its
 //! `/props` (`--props`, or beside a URL source).
 
 use super::checks::positive_seconds;
 use crate::edge::source::{Reader, DEFAULT_MAX_BYTES};
-use crate::limits::{MAX_CORES, MAX_PAGE_BYTES};
-use crate::metrics::rates::Snapshot;
-use crate::metrics::{props, read_page, ServerChoice};
-use crate::scaling::fleet::{self, Fetched, Fleet, Input};
 use anyhow::{bail, Context};
+use infscale_core::limits::{MAX_CORES, MAX_PAGE_BYTES};
+use infscale_core::observe::metrics::rates::Snapshot;
+use infscale_core::observe::metrics::{props, read_page, ServerChoice};
+use infscale_core::project::fleet::{self, Fetched, Fleet, Input};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ pub struct SourceArgs {
     #[arg(long, value_name = "SECONDS")]
     pub interval: Option<f64>,
     /// The pod's CPU request in cores, for CPU as a percentage of it.
-    #[arg(long, value_name = "CORES", default_value_t = crate::metrics::replica::DEFAULT_CPU_REQUEST_CORES)]
+    #[arg(long, value_name = "CORES", default_value_t = infscale_core::observe::metrics::replica::DEFAULT_CPU_REQUEST_CORES)]
     pub cpu_request: f64,
     /// Seconds allowed for each fetch.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
@@ -75,7 +75,7 @@ pub async fn read_all(
     if !(args.cpu_request.is_finite() && args.cpu_request > 0.0 && args.cpu_request <= MAX_CORES) {
         bail!(
             "--cpu-request {}: expected a number of cores above 0, at most {MAX_CORES}",
-            crate::limits::show(args.cpu_request)
+            infscale_core::limits::show(args.cpu_request)
         );
     }
     if !(1..=MAX_PAGE_BYTES).contains(&args.max_bytes) {
@@ -96,7 +96,7 @@ pub async fn read_all(
     if !args.previous.is_empty() {
         let interval = args
             .interval
-            .unwrap_or(crate::scaling::cycle::HPA_SYNC_PERIOD_S);
+            .unwrap_or(infscale_core::control::cycle::HPA_SYNC_PERIOD_S);
         for (slot, previous) in earlier.iter_mut().zip(&args.previous) {
             let page = reader.read(previous).await?;
             let read = read_page(&page, args.server);

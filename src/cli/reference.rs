@@ -13,11 +13,11 @@ use super::{trigger_reference, Cli};
 use crate::activator::hold::RouteState;
 use crate::activator::routes::RouteSpec;
 use crate::activator::telemetry::Telemetry as ActivatorTelemetry;
-use crate::metrics::exposition::collect;
-use crate::scaling::keys;
 use crate::serve::metadata::TargetSpec;
 use crate::serve::telemetry::{Telemetry as ScalerTelemetry, TriggerSeries};
 use clap::CommandFactory;
+use infscale_core::observe::metrics::exposition::collect;
+use infscale_core::policy::keys;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

@@ -2,11 +2,11 @@
 //! per seed, every policy judged on all of them (crates/infscale-core/src/sim/seeds.rs), with a progress bar.
 
 use super::simulate::{Args, TraceSource, BOUND_CAP};
-use crate::sim::replica::Hardware;
-use crate::sim::seeds::{self, Day, Judged, Judgement};
-use crate::sim::trace::Trace;
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
+use infscale_core::sim::replica::Hardware;
+use infscale_core::sim::seeds::{self, Day, Judged, Judgement};
+use infscale_core::sim::trace::Trace;
 use std::io::IsTerminal;
 use std::ops::RangeInclusive;
 use std::process::ExitCode;

@@ -3,24 +3,24 @@
 use super::checks::positive_seconds;
 use super::gpu::GpuArgs;
 use crate::edge::files::read_text;
-use crate::limits;
-use crate::scaling::Policy;
-use crate::sim::bound::clairvoyant;
-use crate::sim::cluster::Balancer;
-use crate::sim::plot::{self, Panel};
-use crate::sim::replica::Hardware;
-use crate::sim::report::{self, Summary};
-use crate::sim::run::{self, Mode, Settings, Start, Trigger};
-use crate::sim::standby::Standby;
-use crate::sim::trace::formats::{self, Format, FORMAT_NAMES};
-use crate::sim::trace::replay;
-use crate::sim::trace::{Scenario, Trace};
-use crate::table::Names;
 use anyhow::Context;
+use infscale_core::limits;
+use infscale_core::policy::Policy;
+use infscale_core::sim::bound::clairvoyant;
+use infscale_core::sim::cluster::Balancer;
+use infscale_core::sim::plot::{self, Panel};
+use infscale_core::sim::replica::Hardware;
+use infscale_core::sim::report::{self, Summary};
+use infscale_core::sim::run::{self, Mode, Settings, Start, Trigger};
+use infscale_core::sim::standby::Standby;
+use infscale_core::sim::trace::formats::{self, Format, FORMAT_NAMES};
+use infscale_core::sim::trace::replay;
+use infscale_core::sim::trace::{Scenario, Trace};
+use infscale_core::table::Names;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub use crate::sim::run::BOUND_CAP;
+pub use infscale_core::sim::run::BOUND_CAP;
 
 /// Five reference policies (CPU at two targets, queue, queue with a lookahead, queue with scale
 /// to zero), then the ones this project recommends.
@@ -78,10 +78,10 @@ pub struct SimArgs {
     #[arg(long, default_value = "external-push", value_parser = ["external", "external-push"])]
     pub trigger: String,
     /// KEDA pollingInterval, seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::scaling::cycle::POLLING_INTERVAL_S)]
+    #[arg(long, value_name = "SECONDS", default_value_t = infscale_core::control::cycle::POLLING_INTERVAL_S)]
     pub polling_interval: f64,
     /// How often the scaler scrapes the pods, seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::scaling::cycle::SCRAPE_INTERVAL_S)]
+    #[arg(long, value_name = "SECONDS", default_value_t = infscale_core::control::cycle::SCRAPE_INTERVAL_S)]
     pub scrape_interval: f64,
     /// A first token later than this misses the SLO, seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
@@ -103,7 +103,7 @@ pub struct SimArgs {
     /// left is cut, seconds: vLLM's --shutdown-timeout, within the pod's
     /// terminationGracePeriodSeconds. The default is what the example manifests ship; vLLM's own
     /// default, 0, aborts them at SIGTERM; "inf" drains every request.
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::sim::run::DEFAULT_DRAIN_S)]
+    #[arg(long, value_name = "SECONDS", default_value_t = infscale_core::sim::run::DEFAULT_DRAIN_S)]
     pub drain: f64,
     /// Play a trace this many times faster (2: twice the rate in half the time); a generated
     /// scenario's rates are multiplied by it.
@@ -131,7 +131,7 @@ pub struct SimArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub standby: u32,
     /// Seconds from waking a standby replica to its being Ready.
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::sim::standby::DEFAULT_WAKE_S)]
+    #[arg(long, value_name = "SECONDS", default_value_t = infscale_core::sim::standby::DEFAULT_WAKE_S)]
     pub warm_start: f64,
     /// What a standby replica costs per second asleep, as a fraction of a full replica: 1 when
     /// the GPU stays held while it sleeps, less when its weights go to host memory on a shared

@@ -1,11 +1,11 @@
 //! The `--state FILE` of `decide` and `kube`: the HPA's memory, the last activity and each
 //! source's counters, kept as JSON between runs (read through [`super::files`], at most
-//! [`crate::limits::MAX_CONFIG_FILE_BYTES`]).
+//! [`infscale_core::limits::MAX_CONFIG_FILE_BYTES`]).
 
 use crate::edge::files::read_text;
-use crate::limits::MAX_CONFIG_FILE_BYTES;
-use crate::scaling::ScalerState;
 use anyhow::Context;
+use infscale_core::control::decision::ScalerState;
+use infscale_core::limits::MAX_CONFIG_FILE_BYTES;
 use std::path::Path;
 
 /// The state in `path`, or a fresh one without a file or when it does not exist yet.

@@ -4,11 +4,11 @@
 use super::anchors;
 use super::simulate::{Args, SimArgs};
 use crate::edge::files::read_text;
-use crate::limits;
-use crate::sim::suite::{self, Plan, Recorded};
-use crate::sim::trace::formats::{self, Format};
-use crate::sim::trace::replay;
 use anyhow::{bail, Context};
+use infscale_core::limits;
+use infscale_core::sim::suite::{self, Plan, Recorded};
+use infscale_core::sim::trace::formats::{self, Format};
+use infscale_core::sim::trace::replay;
 use std::path::Path;
 use std::process::ExitCode;
 

@@ -1,8 +1,9 @@
 //! Rows of replica signals, as `parse` and `decide` print them.
 
-use crate::metrics::Replica;
-use crate::scaling::fleet::ReplicaRead;
-use crate::table::{Align::*, Table};
+use infscale_core::observe::metrics::Replica;
+use infscale_core::project::fleet::ReplicaRead;
+use infscale_core::table::Align::*;
+use infscale_core::table::Table;
 
 const HEADER: [&str; 9] = [
     "source", "server", "running", "waiting", "kv", "tok/s", "cpu%", "ttft_p95", "skipped",

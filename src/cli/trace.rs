@@ -2,15 +2,15 @@
 //! servers' request counters and token histograms, for a fleet that logs no requests.
 //!
 //! The shell asks Prometheus (`/api/v1/query_range`, bounded in time and size), hands the series
-//! to [`crate::sim::trace::from_prometheus`], writes the CSV and says on stderr what the counts
+//! to [`infscale_core::sim::trace::from_prometheus`], writes the CSV and says on stderr what the counts
 //! could not tell.
 
 use super::checks::positive_seconds;
 use crate::edge::source::Reader;
-use crate::sim::trace::from_prometheus::{
+use anyhow::{bail, Context};
+use infscale_core::sim::trace::from_prometheus::{
     self, increases, parse_matrix, Exported, Lengths, Seen, Series, Window,
 };
-use anyhow::{bail, Context};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]

@@ -4,8 +4,8 @@
 //! keys, the target's, the policy's), so the page cannot list a key the scaler does not read, or
 //! a default it does not apply.
 
-use crate::scaling::keys::{Key, Kind, KEYS};
 use crate::serve::metadata::{KedaKey, KedaPlace, TargetKey, TargetKind, KEDA_KEYS, TARGET_KEYS};
+use infscale_core::policy::keys::{Key, Kind, KEYS};
 
 /// One entry of a KEDA-style parameter list.
 struct Entry<'a> {

@@ -1,16 +1,16 @@
 //! `infscale tune`: a search over policies on one trace, in parallel on all cores.
 
 use super::simulate::{SimArgs, TraceSource, BOUND_CAP, ROLES};
-use crate::scaling::scaled_object::{self, Placement};
-use crate::sim::bound::{clairvoyant, Bound};
-use crate::sim::replica::Hardware;
-use crate::sim::report::{self, Summary};
-use crate::sim::seeds::Day;
-use crate::sim::seeds::{self, Judged, Judgement};
-use crate::sim::trace::replay;
-use crate::sim::trace::Trace;
-use crate::sim::tune::{self, Grid};
 use anyhow::bail;
+use infscale_core::policy::scaled_object::{self, Placement};
+use infscale_core::sim::bound::{clairvoyant, Bound};
+use infscale_core::sim::replica::Hardware;
+use infscale_core::sim::report::{self, Summary};
+use infscale_core::sim::seeds::Day;
+use infscale_core::sim::seeds::{self, Judged, Judgement};
+use infscale_core::sim::trace::replay;
+use infscale_core::sim::trace::Trace;
+use infscale_core::sim::tune::{self, Grid};
 use rayon::prelude::*;
 use std::process::ExitCode;
 
@@ -161,11 +161,11 @@ pub struct Args {
     pub points: usize,
     /// Run every point on this many traces of the scenario (seeds 1..R, or from --seed) and
     /// judge it on all of them, so the choice does not fit one draw's luck.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=crate::limits::MAX_DAYS))]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=infscale_core::limits::MAX_DAYS))]
     pub replicates: u64,
     /// Then run the frontier (and the --max-miss choice) on this many further seeds, after the
     /// ones chosen on, and report those figures too (0: skip) [default: --replicates].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=crate::limits::MAX_DAYS))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=infscale_core::limits::MAX_DAYS))]
     pub held_out: Option<u64>,
     /// A recorded --trace is cut into this many equal parts in time: the points are judged and
     /// chosen on the earlier half, and the frontier is reported on the later parts it never saw.
@@ -235,14 +235,14 @@ pub struct Args {
 }
 
 impl Args {
-    /// The grid of the flags, at most [`crate::limits::MAX_GRID_POINTS`] points.
+    /// The grid of the flags, at most [`infscale_core::limits::MAX_GRID_POINTS`] points.
     pub fn grid(&self) -> anyhow::Result<Grid> {
         let grid = self.axes()?;
         let most = grid.most_points();
-        if most > crate::limits::MAX_GRID_POINTS as f64 {
+        if most > infscale_core::limits::MAX_GRID_POINTS as f64 {
             bail!(
                 "the grid of --targets, --lookaheads, --forecasts, --down-windows, --down-policies, --cooldowns, --also, --deletion-cost and --hold has up to {most:.0} points, more than {}: give fewer values (--points samples a grid, it does not shrink one)",
-                crate::limits::MAX_GRID_POINTS
+                infscale_core::limits::MAX_GRID_POINTS
             );
         }
         Ok(grid)
@@ -341,7 +341,7 @@ pub(crate) fn check_numbers(args: &Args) -> anyhow::Result<()> {
     if !(args.cut_weight.is_finite() && (0.0..=1e6).contains(&args.cut_weight)) {
         bail!(
             "--cut-weight {}: expected a number from 0 to 1000000",
-            crate::limits::show(args.cut_weight)
+            infscale_core::limits::show(args.cut_weight)
         );
     }
     for (flag, v) in [
@@ -351,7 +351,7 @@ pub(crate) fn check_numbers(args: &Args) -> anyhow::Result<()> {
         if let Some(v) = v.filter(|v| !(v.is_finite() && (0.0..=100.0).contains(v))) {
             bail!(
                 "{flag} {}: expected a percent from 0 to 100",
-                crate::limits::show(v)
+                infscale_core::limits::show(v)
             );
         }
     }
@@ -499,7 +499,7 @@ impl Args {
     pub fn scaled_object(
         &self,
         spec: &str,
-        settings: &crate::sim::run::Settings,
+        settings: &infscale_core::sim::run::Settings,
         hw: &Hardware,
     ) -> anyhow::Result<String> {
         let policy = self.sim.policy(spec)?;

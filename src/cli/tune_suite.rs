@@ -8,12 +8,13 @@
 use super::seeds::progress;
 use super::simulate::ROLES;
 use super::tune::Args;
-use crate::sim::replica::Hardware;
-use crate::sim::seeds::{self, Judged, Judgement};
-use crate::sim::suite::{self, Family, Plan};
-use crate::sim::tune;
-use crate::table::{Align::*, Names, Table};
 use anyhow::bail;
+use infscale_core::sim::replica::Hardware;
+use infscale_core::sim::seeds::{self, Judged, Judgement};
+use infscale_core::sim::suite::{self, Family, Plan};
+use infscale_core::sim::tune;
+use infscale_core::table::Align::*;
+use infscale_core::table::{Names, Table};
 use std::process::ExitCode;
 
 /// One point over every family: its worst figures and where they were.

@@ -10,12 +10,12 @@
 use super::clock::SimClock;
 use super::lag::Meter;
 use super::service::Endpoints;
-use crate::sim::cluster::RequestOutcome;
-use crate::sim::trace::Request;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
+use infscale_core::sim::cluster::RequestOutcome;
+use infscale_core::sim::trace::Request;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

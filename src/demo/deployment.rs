@@ -6,7 +6,7 @@
 //! start is over: until then nothing listens there, so `serve` (which scrapes every slot) finds
 //! no replica, as it would not scrape a pod that is not Ready. Removal follows the simulator:
 //! pods still starting go first (newest first), then the ready ones the ReplicaSet controller
-//! ranks first ([`crate::sim::replicaset`]; the demo writes no deletion cost, so a recent one by
+//! ranks first ([`infscale_core::sim::replicaset`]; the demo writes no deletion cost, so a recent one by
 //! chance), which leave the Service at once and shut down as a server does on SIGTERM: they stop
 //! accepting and go when the last request they hold ends, whoever sent it (the Service, or the
 //! activator straight to the pod in serve mode), as the simulator's `--drain inf` does. Every pod
@@ -14,7 +14,7 @@
 
 use super::service::{Backend, Endpoints};
 use crate::emulate::{self, EmulateConfig, Emulator};
-use crate::sim::replicaset::{self, Candidate};
+use infscale_core::sim::replicaset::{self, Candidate};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -248,7 +248,7 @@ impl Deployment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::gpu::GpuModel;
+    use infscale_core::sim::gpu::GpuModel;
 
     /// In serve mode the activator sends to a pod straight, past the Service's count: a pod scaled
     /// away while it streams such an answer finishes it before it goes.

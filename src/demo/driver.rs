@@ -1,22 +1,23 @@
 //! The demo's KEDA and HPA: a client of `serve`'s gRPC protocol that acts as KEDA's operator and
-//! the HPA it creates would, with the same `scaling` code the simulator applies.
+//! the HPA it creates would, with the same core code the simulator applies.
 //!
 //! It asks `GetMetricSpec` once, follows `StreamIsActive` (a `true` at zero activates at once, as
 //! KEDA does for an `external-push` trigger), polls `IsActive` every pollingInterval (KEDA's step
 //! to and from zero, `keda::poll`), and every HPA period reads `GetMetrics` for each metric of the
 //! spec and runs the HPA's reconcile on the values, the largest count winning. Each of those steps
-//! is the core's control loop (`scaling::cycle`), the one the simulator plays. Periods and the
+//! is the core's control loop (`control::cycle`), the one the simulator plays. Periods and the
 //! policy are in simulated seconds; the calls happen on the wall clock.
 
 use super::clock::SimClock;
 use super::deployment::Deployment;
-use crate::scaling::activity::Activity;
-use crate::scaling::cycle::{Action, Cycle, HPA_SYNC_PERIOD_S, POLLING_INTERVAL_S};
-use crate::scaling::reasons::Wake;
-use crate::scaling::{Policy, ScalerState};
 use crate::serve::proto::external_scaler_client::ExternalScalerClient;
 use crate::serve::proto::{GetMetricsRequest, ScaledObjectRef};
-use crate::sim::run::{SeriesPoint, TimelineEntry};
+use infscale_core::control::activity::Activity;
+use infscale_core::control::cycle::{Action, Cycle, HPA_SYNC_PERIOD_S, POLLING_INTERVAL_S};
+use infscale_core::control::decision::ScalerState;
+use infscale_core::policy::Policy;
+use infscale_core::reasons::Wake;
+use infscale_core::sim::run::{SeriesPoint, TimelineEntry};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 

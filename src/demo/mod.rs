@@ -18,17 +18,17 @@ pub(crate) mod service;
 
 use crate::activator::routes::{GivenEndpoints, Readiness, RouteSpec};
 use crate::emulate::{Dialect, EmulateConfig};
-use crate::scaling::cycle::HPA_SYNC_PERIOD_S;
-use crate::scaling::{keys, Policy};
 use crate::serve::metadata::{TargetKind, TARGET_KEYS};
 use crate::serve::proto::ScaledObjectRef;
-use crate::sim::gpu::GpuModel;
-use crate::sim::replica::Hardware;
-use crate::sim::report::{summarize, Summary};
-use crate::sim::run::{run as simulate, Run, Settings};
-use crate::sim::trace::{Scenario, Trace};
 use anyhow::Context;
 use clock::SimClock;
+use infscale_core::control::cycle::HPA_SYNC_PERIOD_S;
+use infscale_core::policy::{keys, Policy};
+use infscale_core::sim::gpu::GpuModel;
+use infscale_core::sim::replica::Hardware;
+use infscale_core::sim::report::{summarize, Summary};
+use infscale_core::sim::run::{run as simulate, Run, Settings};
+use infscale_core::sim::trace::{Scenario, Trace};
 use lag::{ClockLag, Meter, Seen};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -74,7 +74,7 @@ pub struct DemoReport {
     /// How far the clock lagged, and whether the run kept time.
     pub clock_lag: ClockLag,
     #[serde(skip)]
-    pub timeline: Vec<crate::sim::run::TimelineEntry>,
+    pub timeline: Vec<infscale_core::sim::run::TimelineEntry>,
 }
 
 /// The trigger metadata for `policy`, as a ScaledObject carries it, with its times in wall
@@ -90,7 +90,7 @@ fn metadata(
     service: Option<SocketAddr>,
 ) -> HashMap<String, String> {
     let mut m: HashMap<String, String> =
-        crate::scaling::scaled_object::trigger_metadata(policy, cold_start_s)
+        infscale_core::policy::scaled_object::trigger_metadata(policy, cold_start_s)
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
             .collect();
@@ -112,7 +112,7 @@ fn metadata(
 /// the demo runs a day by, and what a test runs a shipped ScaledObject by in seconds.
 pub fn time_scaled(m: &mut HashMap<String, String>, speed: f64) {
     let serve_mode = m.get("serveMode").map(String::as_str) == Some("true");
-    let policy_keys = crate::scaling::keys::KEYS.iter().filter_map(|k| {
+    let policy_keys = infscale_core::policy::keys::KEYS.iter().filter_map(|k| {
         let factor = match k.unit {
             keys::SECONDS => 1.0 / speed,
             keys::PER_SECOND => speed,
@@ -134,7 +134,7 @@ pub fn time_scaled(m: &mut HashMap<String, String>, speed: f64) {
         let value = m.get(name).map_or(default, String::as_str);
         if let (Ok(v), false) = (value.trim().parse::<f64>(), serve_mode_only) {
             let scaled = (v * factor).max(min);
-            m.insert(name.to_owned(), crate::scaling::keys::num(scaled));
+            m.insert(name.to_owned(), infscale_core::policy::keys::num(scaled));
         }
     }
     // The scrape timeout: at least 0.2 wall seconds, however fast the clock.
@@ -369,7 +369,7 @@ pub async fn run(
 
 /// Requests held at the activator now, from its `/queue` (the count `serve` follows).
 async fn held_now(client: &reqwest::Client, admin: SocketAddr) -> Option<u64> {
-    let counts: crate::counts::QueueCounts = client
+    let counts: infscale_core::observe::counts::QueueCounts = client
         .get(format!("http://{admin}/queue"))
         .timeout(Duration::from_millis(500))
         .send()
@@ -432,19 +432,19 @@ fn report(
     );
     if let Some(path) = &cfg.svg {
         let panels = [
-            crate::sim::plot::Panel {
+            infscale_core::sim::plot::Panel {
                 title: "demo",
                 policy: &cfg.label,
                 run: &demo_run,
             },
-            crate::sim::plot::Panel {
+            infscale_core::sim::plot::Panel {
                 title: "simulated",
                 policy: &cfg.label,
                 run: &sim_run,
             },
         ];
-        let svg =
-            crate::sim::plot::render(trace, &panels, cfg.slo_ttft_s).map_err(anyhow::Error::msg)?;
+        let svg = infscale_core::sim::plot::render(trace, &panels, cfg.slo_ttft_s)
+            .map_err(anyhow::Error::msg)?;
         std::fs::write(path, svg).with_context(|| format!("{}: cannot write", path.display()))?;
     }
     Ok(DemoReport {

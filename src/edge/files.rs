@@ -2,7 +2,7 @@
 //!
 //! `std::fs::read_to_string` trusts the file: pointed at `/dev/zero` or a pipe that never ends it
 //! reads until memory runs out. Here a file is read in chunks up to a cap
-//! ([`crate::limits::MAX_TRACE_FILE_BYTES`], [`crate::limits::MAX_CONFIG_FILE_BYTES`]); a regular
+//! ([`infscale_core::limits::MAX_TRACE_FILE_BYTES`], [`infscale_core::limits::MAX_CONFIG_FILE_BYTES`]); a regular
 //! file known to be larger is refused before a byte is read, and a NUL byte (a binary file)
 //! stops the read at once. Only regular files are read (a symlink to one is one): a FIFO, a
 //! socket or a device is refused at once, before it is opened (opening a FIFO waits for a writer

@@ -7,8 +7,10 @@
 //! engine tells every request's handler how far it got ([`Progress`], on a `watch` channel so a
 //! slow client costs no memory) and publishes the counters a `/metrics` page shows ([`Stats`]).
 
-use crate::sim::gpu::GpuModel;
-use crate::sim::replica::{Finished, FirstToken, Hardware, Phase, SimReplica, TTFT_BUCKETS};
+use infscale_core::sim::gpu::GpuModel;
+use infscale_core::sim::replica::{
+    Finished, FirstToken, Hardware, Phase, SimReplica, TTFT_BUCKETS,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

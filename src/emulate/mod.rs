@@ -2,7 +2,7 @@
 //!
 //! The scaler, the activator and a demo need a model server to scale, and a GPU is not always at
 //! hand. The emulator answers `/v1/completions` and `/v1/chat/completions` (whole or streamed)
-//! with first tokens and completions timed by one simulated replica ([`crate::sim::replica`]),
+//! with first tokens and completions timed by one simulated replica ([`infscale_core::sim::replica`]),
 //! and exports `/metrics` in the dialect of vLLM, llama.cpp, SGLang, TGI or Triton, so `infscale
 //! parse` and `serve` read it as they read the real server.
 //!
@@ -20,9 +20,9 @@ pub(crate) mod server;
 
 pub use server::{spawn, Emulator};
 
-use crate::limits;
-use crate::metrics::Server;
-use crate::sim::gpu::GpuModel;
+use infscale_core::limits;
+use infscale_core::observe::metrics::Server;
+use infscale_core::sim::gpu::GpuModel;
 use std::fmt;
 use std::str::FromStr;
 

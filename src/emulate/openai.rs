@@ -136,9 +136,9 @@ fn message_tokens(messages: &Value) -> Result<u64, ApiError> {
 }
 
 /// `max_tokens`, else `max_completion_tokens`, else the default; from 1 to
-/// [`crate::limits::MAX_TOKENS`].
+/// [`infscale_core::limits::MAX_TOKENS`].
 fn max_tokens(body: &serde_json::Map<String, Value>) -> Result<u64, ApiError> {
-    let most = u64::from(crate::limits::MAX_TOKENS);
+    let most = u64::from(infscale_core::limits::MAX_TOKENS);
     for field in ["max_tokens", "max_completion_tokens"] {
         match body.get(field) {
             None | Some(Value::Null) => continue,

@@ -2,14 +2,14 @@
 //!
 //! The series names, types and labels are the ones vLLM, llama.cpp, SGLang, TGI, Triton and
 //! trtllm-serve export
-//! (see the profiles in [`crate::metrics::profile`], which read these pages back): running and
+//! (see the profiles in [`infscale_core::observe::metrics::profile`], which read these pages back): running and
 //! waiting (or queue) gauges, KV usage where the server has one, a TTFT histogram where it has
 //! one, prompt and output token counters, a success counter, and the process CPU counter where the
 //! server's process collector exports it.
 
 use super::engine::Stats;
 use super::Dialect;
-use crate::sim::replica::TTFT_BUCKETS;
+use infscale_core::sim::replica::TTFT_BUCKETS;
 use std::fmt::Write;
 
 /// A label value with `\`, `"` and newlines escaped.
@@ -463,7 +463,7 @@ pub fn render(dialect: Dialect, stats: &Stats, model: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{read_page, ServerChoice};
+    use infscale_core::observe::metrics::{read_page, ServerChoice};
 
     fn busy() -> Stats {
         Stats {

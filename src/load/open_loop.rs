@@ -11,7 +11,7 @@ use super::outcome::ErrorKind;
 use super::recorder::Recorder;
 use super::request::Template;
 use super::response::send_timed;
-use crate::sim::rng::Rng;
+use infscale_core::sim::rng::Rng;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;

@@ -4,7 +4,8 @@
 use super::config::Mode;
 use super::histogram::Percentiles;
 use super::recorder::Recorder;
-use crate::table::{Align::*, Table};
+use infscale_core::table::Align::*;
+use infscale_core::table::Table;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;

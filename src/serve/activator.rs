@@ -2,7 +2,7 @@
 //! follows every pod of an activator Service and sums them).
 //!
 //! The follower first opens the activator's watch endpoint (`GET {url}/queue/watch`, server-sent
-//! events, one `data:` line of counts JSON per change, decoded by [`crate::counts::wire`]), so a request held at the activator
+//! events, one `data:` line of counts JSON per change, decoded by [`infscale_core::observe::counts::wire`]), so a request held at the activator
 //! reaches the scaler, and KEDA through `StreamIsActive`, within milliseconds. Where there is no
 //! watch endpoint (the KEDA HTTP add-on's interceptor), it polls `GET {url}/queue`. Responses
 //! and event lines are size-capped and every read is bounded in time: a `/queue` that does not
@@ -15,15 +15,15 @@
 
 use super::budget::{read_charged, MemoryBudget, ReadError, ACTIVATOR_FREE_BYTES};
 use super::limits::Limits;
-use crate::counts::wire::{self, WireError};
-use crate::counts::HostCounts;
+use infscale_core::observe::counts::wire::{self, WireError};
+use infscale_core::observe::counts::HostCounts;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{watch, Notify};
 
 /// What the follower last saw: the core's [`Counts`], whose `held_demand` is the rule on what a
 /// partly read activator is worth.
-pub use crate::counts::Counts;
+pub use infscale_core::observe::counts::Counts;
 
 /// One activator pod to follow: its admin base URL and the host whose counts are the target's.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ pub struct Source {
 /// The host's counts in a watch document, or why there are none: a host the activator does
 /// not list has no route there (when the source requires one).
 fn mine(
-    counts: &crate::counts::QueueCounts,
+    counts: &infscale_core::observe::counts::QueueCounts,
     activator: &Source,
     url: &str,
 ) -> Result<HostCounts, String> {
@@ -48,7 +48,7 @@ fn mine(
         None if !activator.require_route => Ok(HostCounts::default()),
         None => {
             let listed: Vec<&str> = counts.keys().take(8).map(String::as_str).collect();
-            Err(crate::limits::cut(
+            Err(infscale_core::limits::cut(
                 &format!(
                     "{url}: the activator has no route for host {:?} (activatorHost); it counts {}",
                     activator.host,
@@ -58,7 +58,7 @@ fn mine(
                         listed.join(", ")
                     }
                 ),
-                crate::limits::ERROR_TEXT_BYTES,
+                infscale_core::limits::ERROR_TEXT_BYTES,
             ))
         }
     }

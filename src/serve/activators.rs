@@ -23,9 +23,9 @@ use super::activator::{self, Counts, Source};
 use super::budget::MemoryBudget;
 use super::limits::Limits;
 use super::AbortOnDrop;
-use crate::counts::HostCounts;
 use crate::edge::slices::{self, managed_for, CONTROLLER, MANAGED_BY, SERVICE_NAME};
 use futures::StreamExt;
+use infscale_core::observe::counts::HostCounts;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::{self, Store};
@@ -147,7 +147,10 @@ async fn aggregate(
             }
         }
         let sum = match membership {
-            Err(e) => Counts::Failed(crate::limits::cut(&e, crate::limits::ERROR_TEXT_BYTES)),
+            Err(e) => Counts::Failed(infscale_core::limits::cut(
+                &e,
+                infscale_core::limits::ERROR_TEXT_BYTES,
+            )),
             Ok(_) => sum(&children, unfollowed, cap),
         };
         tx.send_if_modified(|current| {
@@ -205,7 +208,7 @@ fn sum(children: &BTreeMap<String, Child>, unfollowed: usize, cap: usize) -> Cou
 /// The failures as bounded text: a lone failure as it is (cut short); several as how many of
 /// how many, the first three (each cut short) and how many more.
 fn summary(failed: &[String], unfollowed: usize, endpoints: usize, cap: usize) -> String {
-    use crate::limits::{cut, FAILURE_TEXT_BYTES};
+    use infscale_core::limits::{cut, FAILURE_TEXT_BYTES};
     if let ([one], 0) = (failed, unfollowed) {
         return cut(one, FAILURE_TEXT_BYTES * 2);
     }

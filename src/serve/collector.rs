@@ -3,13 +3,13 @@
 //! Two things feed a collector, and neither waits for the other. A scrape task, every
 //! `scrapeIntervalSeconds`, finds the target's Ready pods and scrapes them concurrently; the
 //! activator follower streams the held count. Each scrape round and each change of the held
-//! demand runs `scaling::evaluate` (the very function `decide` and the simulator run) on what is
+//! demand runs `control::decision::evaluate` (the very function `decide` and the simulator run) on what is
 //! known at that instant, from the collector's first one: a request held before any pod list or
 //! scrape has arrived wakes the target within milliseconds. The core's rules decide what may be
 //! said: a replica that could not be read keeps the target active, never idle; a release is not
 //! read as idle before a scrape that began after it; with nothing known, the answer is an error,
 //! never zero. In serve mode each evaluation also decides the activator's place in the model
-//! Service's path ([`crate::scaling::path`]), and `IsActive` says idle only once the path task
+//! Service's path ([`infscale_core::control::path`]), and `IsActive` says idle only once the path task
 //! has seen the activator answering there.
 
 use super::activator::Counts;
@@ -22,18 +22,19 @@ use super::path::PathHandle;
 use super::scrape::{ScrapeError, Scraper};
 use super::telemetry::{Telemetry, TriggerSeries};
 use super::AbortOnDrop;
-use crate::metrics::profile::ProfileError;
-use crate::metrics::rates::Snapshot;
-use crate::metrics::PageRead;
-use crate::scaling::cold_start::{ColdStarts, HoldTimer};
-use crate::scaling::cycle::Cycle;
-use crate::scaling::deletion_cost::metric_values;
-use crate::scaling::fleet::{self, Fetched, Fleet, Input, Unread};
-use crate::scaling::path::{PathFacts, PathRule};
-use crate::scaling::reasons::no_value_text;
-use crate::scaling::wake::WakeTimer;
-use crate::scaling::Observation;
-use crate::scaling::{evaluate, Activity, ScalerState};
+use infscale_core::control::activity::Activity;
+use infscale_core::control::cycle::Cycle;
+use infscale_core::control::decision::{evaluate, ScalerState};
+use infscale_core::control::deletion_cost::metric_values;
+use infscale_core::control::path::{PathFacts, PathRule};
+use infscale_core::observe::metrics::profile::ProfileError;
+use infscale_core::observe::metrics::rates::Snapshot;
+use infscale_core::observe::metrics::PageRead;
+use infscale_core::project::cold_start::{ColdStarts, HoldTimer};
+use infscale_core::project::demand::Observation;
+use infscale_core::project::fleet::{self, Fetched, Fleet, Input, Unread};
+use infscale_core::project::wake::WakeTimer;
+use infscale_core::reasons::no_value_text;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -634,7 +635,7 @@ fn conclude(
     };
     let value = match eval.value {
         // No NaN, no infinity, no negative value ever leaves the scaler.
-        Some(v) if v.is_finite() => Ok(crate::limits::metric_value(v)),
+        Some(v) if v.is_finite() => Ok(infscale_core::limits::metric_value(v)),
         Some(_) => Err("the metric came out non-finite".to_owned()),
         None => Err(with_cause(
             &no_value_text(eval.no_value.as_ref()),
@@ -650,7 +651,7 @@ fn conclude(
         .others
         .iter()
         .map(|o| match o.value {
-            Some(v) if v.is_finite() => Ok(crate::limits::metric_value(v)),
+            Some(v) if v.is_finite() => Ok(infscale_core::limits::metric_value(v)),
             Some(_) => Err("the metric came out non-finite".to_owned()),
             None => Err(with_cause(&no_value_text(o.no_value.as_ref()), &because())),
         })

@@ -11,8 +11,8 @@
 
 use super::discovery::{DiscoveryContext, PodEndpoint};
 use super::AbortOnDrop;
-use crate::scaling::deletion_cost::{self, Budget, ANNOTATION};
-use crate::scaling::fleet::Fleet;
+use infscale_core::control::deletion_cost::{self, Budget, ANNOTATION};
+use infscale_core::project::fleet::Fleet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
@@ -48,7 +48,7 @@ impl CostWriter {
     pub fn start(
         discovery: &DiscoveryContext,
         namespace: &str,
-        policy: &crate::scaling::Policy,
+        policy: &infscale_core::policy::Policy,
         report: impl Fn(Written) + Send + 'static,
     ) -> Option<CostWriter> {
         if !policy.deletion_cost {

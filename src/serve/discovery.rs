@@ -324,7 +324,8 @@ impl Discovery {
                         .map(|u| PodEndpoint {
                             name: u.clone(),
                             address: Address::Url(u.clone()),
-                            cpu_request_cores: crate::metrics::replica::DEFAULT_CPU_REQUEST_CORES,
+                            cpu_request_cores:
+                                infscale_core::observe::metrics::replica::DEFAULT_CPU_REQUEST_CORES,
                             vouched: false,
                             deletion_cost: None,
                         })
@@ -513,8 +514,8 @@ impl EndpointShape {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::scaling::deletion_cost::ANNOTATION))
-                .and_then(|v| crate::scaling::deletion_cost::parse(v)),
+                .and_then(|a| a.get(infscale_core::control::deletion_cost::ANNOTATION))
+                .and_then(|v| infscale_core::control::deletion_cost::parse(v)),
         })
     }
 }
@@ -531,7 +532,7 @@ fn cpu_request(pod: &Pod) -> f64 {
     if total > 0.0 {
         total
     } else {
-        crate::metrics::replica::DEFAULT_CPU_REQUEST_CORES
+        infscale_core::observe::metrics::replica::DEFAULT_CPU_REQUEST_CORES
     }
 }
 

@@ -6,7 +6,7 @@
 //! need to change from its flags (named on each field), and the server passes the struct down to
 //! every part that waits, retries or caps, so no part reads a constant of its own. Bounds on
 //! what a caller may send (metadata sizes, durations, thresholds) are validation, not operation,
-//! and stay in [`crate::limits`].
+//! and stay in [`infscale_core::limits`].
 
 use std::time::Duration;
 

@@ -11,11 +11,11 @@ pub(crate) use address::service_url_fits;
 mod keda_keys;
 mod target_keys;
 
-use crate::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES};
-use crate::metrics::ServerChoice;
-use crate::scaling::{keys, Metric, Policy, PolicyError};
 use crate::serve::activators::Members;
 pub use address::AllowedActivators;
+use infscale_core::limits::{METADATA_KEYS, METADATA_KEY_BYTES, METADATA_VALUE_BYTES};
+use infscale_core::observe::metrics::ServerChoice;
+use infscale_core::policy::{keys, Metric, Policy, PolicyError};
 pub use keda_keys::{KedaKey, KedaPlace, KEDA_KEYS};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -261,7 +261,7 @@ impl TargetSpec {
         }
         let policy = policy_of(&get)?;
         // A metric the named server never exports would answer "no value" for good.
-        crate::scaling::exports::check(server, &policy)
+        infscale_core::policy::exports::check(server, &policy)
             .map_err(|e| bad("metric", e.to_string()))?;
         let scrape_interval = seconds("scrapeIntervalSeconds")?;
         let scrape_timeout = seconds("scrapeTimeoutSeconds")?;
@@ -347,7 +347,7 @@ impl TargetSpec {
                              so activatorUrl must be the activator this scaler was started with \
                              (--allow-activator) or a Service in the scaler's own namespace, \
                              not a Service of namespace {namespace}",
-                            crate::limits::cut(u.trim(), 200)
+                            infscale_core::limits::cut(u.trim(), 200)
                         ),
                     ));
                 }
@@ -432,7 +432,7 @@ impl TargetSpec {
                 self.policy
                     .metrics()
                     .iter()
-                    .map(|m| crate::scaling::demand::fmt(m.1))
+                    .map(|m| infscale_core::reasons::fmt(m.1))
                     .collect::<Vec<_>>()
                     .join(","),
             ),

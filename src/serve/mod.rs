@@ -5,7 +5,7 @@
 //! [`registry`], that finds the target's pods ([`discovery`]: a watched store of the Kubernetes
 //! API, or a static list), scrapes them within bounds ([`scrape`]; every body's bytes within one
 //! memory [`budget`]), follows the activator's held
-//! count live ([`activator`]), and publishes what `scaling::evaluate` concludes. Calls only read
+//! count live ([`activator`]), and publishes what `control::decision::evaluate` concludes. Calls only read
 //! that publication. [`server`] assembles the gRPC server with health, reflection and TLS, and
 //! [`telemetry`] is the scaler's own `/metrics`. In serve mode, [`path`] puts the activator in a
 //! model Service's path while it is needed ([`path_kube`]: an EndpointSlice) and out of it once

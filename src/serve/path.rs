@@ -1,5 +1,5 @@
 //! Serve mode's shell: puts the activator into a model Service's path and takes it out, as
-//! [`crate::scaling::path`] decides, and tells the collector when the activator is seen
+//! [`infscale_core::control::path`] decides, and tells the collector when the activator is seen
 //! answering through the Service.
 //!
 //! One task per serve-mode trigger, with a [`PathSession`] of its own: an EndpointSlice in a

@@ -449,7 +449,7 @@ impl KubeSession {
     async fn write_in(&mut self) -> Result<Wrote, WriteError> {
         // Refusals are reported to KEDA as a missing route is: the target never goes idle.
         let refused = |why: String| WriteError {
-            why: crate::limits::cut(&why, crate::limits::ERROR_TEXT_BYTES),
+            why: infscale_core::limits::cut(&why, infscale_core::limits::ERROR_TEXT_BYTES),
             no_route: true,
             key: None,
         };
@@ -587,14 +587,14 @@ impl KubeSession {
             })
             .collect();
         Err(WriteError {
-            why: crate::limits::cut(
+            why: infscale_core::limits::cut(
                 &format!(
                     "no activator pod holds {model} at port {port} (does the activator serve \
                      namespace {}? see its /routes): {}",
                     self.mode.namespace,
                     said.join("; ")
                 ),
-                crate::limits::ERROR_TEXT_BYTES,
+                infscale_core::limits::ERROR_TEXT_BYTES,
             ),
             no_route: true,
             key: None,
@@ -783,13 +783,13 @@ async fn verdict(
         .map(str::to_owned);
     match r.status().as_u16() {
         200..=299 => match counted {
-            Some(c) if c != counts => Verdict::NotServed(crate::limits::cut(
+            Some(c) if c != counts => Verdict::NotServed(infscale_core::limits::cut(
                 &format!(
                     "the activator counts {model} under {c:?}, but this trigger reads \
                      {counts:?}: make activatorHost and the activator's route agree (without a \
                      route of its own in the activator's file, leave activatorHost out)"
                 ),
-                crate::limits::FAILURE_TEXT_BYTES,
+                infscale_core::limits::FAILURE_TEXT_BYTES,
             )),
             _ => Verdict::Holds,
         },
@@ -801,7 +801,10 @@ async fn verdict(
                 .ok()
                 .and_then(|v| v["error"].as_str().map(str::to_owned))
                 .unwrap_or_else(|| format!("HTTP status {s}"));
-            Verdict::NotServed(crate::limits::cut(&why, crate::limits::FAILURE_TEXT_BYTES))
+            Verdict::NotServed(infscale_core::limits::cut(
+                &why,
+                infscale_core::limits::FAILURE_TEXT_BYTES,
+            ))
         }
     }
 }

@@ -12,8 +12,8 @@
 use super::budget::{read_charged, Charge, MemoryBudget, ReadError};
 use super::discovery::{Address, PodEndpoint};
 use crate::edge::source::{cause, error_body, status_message, Cause};
-use crate::metrics::props;
-use crate::metrics::{read_page, PageRead, ServerChoice};
+use infscale_core::observe::metrics::props;
+use infscale_core::observe::metrics::{read_page, PageRead, ServerChoice};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;

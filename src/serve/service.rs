@@ -76,11 +76,14 @@ impl Scaler {
         }
     }
 
-    /// UNAVAILABLE with why, bounded ([`crate::limits::ERROR_TEXT_BYTES`]): the text names
+    /// UNAVAILABLE with why, bounded ([`infscale_core::limits::ERROR_TEXT_BYTES`]): the text names
     /// pods and activators, and KEDA shows it in logs and events.
     fn unavailable(target: &Target, why: &str) -> Status {
         let text = format!("{}: {why}", target.spec.label());
-        Status::unavailable(crate::limits::cut(&text, crate::limits::ERROR_TEXT_BYTES))
+        Status::unavailable(infscale_core::limits::cut(
+            &text,
+            infscale_core::limits::ERROR_TEXT_BYTES,
+        ))
     }
 
     fn count<T>(&self, method: &str, result: Result<T, Status>) -> Result<T, Status> {
@@ -96,7 +99,7 @@ impl Scaler {
 /// A metric value as KEDA reads it: the double, and the deprecated int64 rounded up; clamped to
 /// what KEDA's milli-unit conversion holds (`limits::MAX_METRIC_VALUE`).
 pub fn metric_value(name: String, value: f64) -> MetricValue {
-    let value = crate::limits::metric_value(value);
+    let value = infscale_core::limits::metric_value(value);
     MetricValue {
         metric_name: name,
         metric_value: value.ceil() as i64,
@@ -227,7 +230,10 @@ impl ExternalScaler for Scaler {
                 .map(|n| n.0)
                 .collect();
             let Some(index) = names.iter().position(|n| *n == req.metric_name) else {
-                let asked = crate::limits::cut(&req.metric_name, crate::limits::FAILURE_TEXT_BYTES);
+                let asked = infscale_core::limits::cut(
+                    &req.metric_name,
+                    infscale_core::limits::FAILURE_TEXT_BYTES,
+                );
                 return Err(Status::not_found(format!(
                     "metric {asked:?}: this trigger's metrics are {names:?}"
                 )));

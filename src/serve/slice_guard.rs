@@ -119,7 +119,7 @@ pub fn owner(slice: &EndpointSlice, service: &Service, me: &str) -> Owner {
     let notes = slice.metadata.annotations.as_ref();
     match notes.and_then(|a| a.get(WRITER)) {
         Some(w) if w != me => Owner::Trigger {
-            writer: crate::limits::cut(w, 256),
+            writer: infscale_core::limits::cut(w, 256),
             renewed: notes
                 .and_then(|a| a.get(RENEWED))
                 .and_then(|r| r.parse().ok()),

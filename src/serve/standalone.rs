@@ -6,11 +6,12 @@
 
 use super::discovery::{label_selector, EndpointShape, PodEndpoint, ScrapeVia};
 use super::scrape::Scraper;
-use crate::metrics::ServerChoice;
-use crate::scaling::fleet::{self, Fetched, Fleet, Input};
-use crate::scaling::Observation;
-use crate::scaling::{decide, Decision, Policy, ScalerState};
 use anyhow::Context;
+use infscale_core::control::decision::{decide, Decision, ScalerState};
+use infscale_core::observe::metrics::ServerChoice;
+use infscale_core::policy::Policy;
+use infscale_core::project::demand::Observation;
+use infscale_core::project::fleet::{self, Fetched, Fleet, Input};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -123,7 +124,7 @@ pub async fn decide_once(
         ..fleet.observation(now, current, status, Some(held), Some(now))
     };
     // `lookahead=auto`: the cold start of the pods there now (the prior without one).
-    let mut cold = crate::scaling::cold_start::ColdStarts::default();
+    let mut cold = infscale_core::project::cold_start::ColdStarts::default();
     for s in super::discovery::pod_starts(&list.items) {
         cold.observe(&s.pod, s.created_s, s.ready_s);
     }
@@ -146,7 +147,7 @@ pub async fn write_costs(
     decided: &Decided,
     now: f64,
 ) -> Vec<(String, i32, Result<(), String>)> {
-    use crate::scaling::deletion_cost::{plan, round, Budget};
+    use infscale_core::control::deletion_cost::{plan, round, Budget};
     let (costs, _) = round(&decided.fleet, &[], |name| {
         let pod = decided.pods.iter().find(|p| p.name == name && p.vouched)?;
         Some(pod.deletion_cost)

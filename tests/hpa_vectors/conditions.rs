@@ -16,8 +16,8 @@
 //! * `ScalingLimited`: on the normal path only, the limit's reason, True unless the reason is
 //!   `DesiredWithinRange`.
 
-use infscale::scaling::hpa::rate::Limited;
-use infscale::scaling::hpa::{Outcome, Reconciled};
+use infscale_core::control::hpa::{Outcome, Reconciled};
+use infscale_core::policy::behavior::Limited;
 use serde_json::Value;
 
 /// One condition: type, status, reason.

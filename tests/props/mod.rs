@@ -3,9 +3,10 @@
 
 #![allow(dead_code)]
 
-use infscale::metrics::histogram::Histogram;
-use infscale::metrics::{Counters, Rates, Replica, Server, Signals};
-use infscale::scaling::{Observation, Policy};
+use infscale_core::observe::metrics::histogram::Histogram;
+use infscale_core::observe::metrics::{Counters, Rates, Replica, Server, Signals};
+use infscale_core::policy::Policy;
+use infscale_core::project::demand::Observation;
 use proptest::prelude::*;
 
 /// A policy string over the request-count metrics and every key that changes the value.

@@ -4,7 +4,7 @@
 //! sample with labels, a TTFT bucket of its own bound, or a malformed line): a few KB, not a
 //! multiple of the page.
 
-use infscale_core::metrics::{read_page, ProfileError, ServerChoice};
+use infscale_core::observe::metrics::{read_page, ProfileError, ServerChoice};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -9,7 +9,7 @@
 //! `@`, queries, fragments or control characters, so that the pod proxy's path cannot climb out
 //! of the pod.
 
-use crate::limits::{PATH_BYTES, URL_BYTES};
+use infscale_core::limits::{PATH_BYTES, URL_BYTES};
 use url::{Host, Url};
 
 /// One `--allow-activator` entry.

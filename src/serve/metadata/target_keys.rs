@@ -1,5 +1,5 @@
 //! The trigger metadata keys that say where a target's pods are and how to read them, besides
-//! the policy's own (which [`crate::scaling::keys::KEYS`] carries): one entry per key with its
+//! the policy's own (which [`infscale_core::policy::keys::KEYS`] carries): one entry per key with its
 //! name, default, meaning and what its value must be. The metadata reader takes every default
 //! and bound from here, and `infscale reference` renders docs/scaler.md's table from it.
 
@@ -291,7 +291,10 @@ mod tests {
     #[test]
     fn the_scrape_interval_default_is_the_one_the_simulator_scrapes_by() {
         let default = key("scrapeIntervalSeconds").map(|k| k.default.parse::<f64>());
-        assert_eq!(default, Some(Ok(crate::scaling::cycle::SCRAPE_INTERVAL_S)));
+        assert_eq!(
+            default,
+            Some(Ok(infscale_core::control::cycle::SCRAPE_INTERVAL_S))
+        );
     }
 
     use super::*;

@@ -8,7 +8,7 @@
 //! (no pod list yet, or an unreadable held count with nothing else active) cannot be told:
 //! `serve` answers with an error, and KEDA neither wakes the target nor takes it to zero.
 
-use crate::control::reasons::ActivityCause;
+use crate::reasons::ActivityCause;
 use serde::{Deserialize, Serialize};
 
 /// What `IsActive` can say.

@@ -16,9 +16,9 @@
 use crate::control::activity::Activity;
 use crate::control::decision::{decide, hpa_sync, Decision, Evaluation, ScalerState, Why};
 use crate::control::keda;
-use crate::control::reasons::{Step, Steps, Wake};
 use crate::policy::Policy;
 use crate::project::demand::Observation;
+use crate::reasons::{Step, Steps, Wake};
 
 /// KEDA's default `pollingInterval`: how often its operator calls `IsActive`.
 pub const POLLING_INTERVAL_S: f64 = 30.0;

@@ -3,19 +3,22 @@
 //! prints and the simulator applies). One path for every job, so the replica count that the HPA
 //! derives from `serve`'s value is the count `decide` prints.
 
+use super::missing;
 use crate::control::activity::{self, Activity, Facts};
-use crate::control::hpa::{self, replicas, Limited, Outcome, Reconciled};
+use crate::control::hpa::{self, replicas, Outcome, Reconciled};
 use crate::control::keda;
 pub use crate::control::memory::ScalerState;
-use crate::control::reasons::{ActivityCause, NoValue, Step, Steps, Window};
 use crate::control::several;
+use crate::policy::behavior::Limited;
 use crate::policy::{Forecast, Metric, Policy};
 use crate::project::asleep;
-use crate::project::demand::{fmt, measure, Demand, Observation};
+use crate::project::demand::{Demand, Observation};
 use crate::project::floors;
 use crate::project::forecast;
 use crate::project::lookahead;
 use crate::project::work;
+use crate::reasons::fmt;
+use crate::reasons::{ActivityCause, NoValue, Step, Steps, Window};
 use serde::{Deserialize, Serialize};
 
 /// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
@@ -39,7 +42,7 @@ pub struct Evaluation {
 /// [`activity::judge`]), updating the trend and the held memory in `state`.
 pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState) -> Evaluation {
     state.held.note(obs.held, obs.now);
-    let mut demand = measure(policy, obs);
+    let mut demand = missing::demand(policy, obs);
     let flow = floors::flow(obs);
     // Work does not fall when replicas are added: its demand now is the need.
     let (work_now, work_arriving) =
@@ -667,5 +670,7 @@ fn window(policy: &Policy, proposal: u32, stabilized: u32) -> Window {
     }
 }
 
+#[cfg(test)]
+mod asleep_tests;
 #[cfg(test)]
 mod tests;

@@ -12,8 +12,9 @@
 //! the target's budget per minute ([`Budget`]). `serve` and the simulator call the same
 //! functions. Pure: times are parameters, nothing here does I/O.
 
+use crate::control::decision::ScalerState;
+use crate::policy::Policy;
 use crate::project::fleet::Fleet;
-use crate::scaling::{Policy, ScalerState};
 use std::collections::VecDeque;
 
 /// The annotation the ReplicaSet controller reads when it picks pods to delete.

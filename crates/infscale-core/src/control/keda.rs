@@ -10,7 +10,7 @@
 //! poll does not count as active.
 
 use crate::control::activity::Activity;
-use crate::control::reasons::Step;
+use crate::reasons::Step;
 
 /// Remembers the last active moment; returns how long the target has been idle (`None`: never
 /// seen active, which KEDA treats as idle for ever).

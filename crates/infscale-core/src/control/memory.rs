@@ -6,13 +6,13 @@
 use crate::control::activity::HeldMemory;
 use crate::control::hold::Hold;
 use crate::control::hpa;
-use crate::control::reasons::NoValue;
 use crate::control::reserve::Reserve;
 use crate::observe::metrics::rates::Snapshot;
 use crate::project::capacity::Capacity;
 use crate::project::forecast::Daily;
 use crate::project::lookahead::Point;
 use crate::project::work::WorkMemory;
+use crate::reasons::NoValue;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

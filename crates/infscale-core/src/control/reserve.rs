@@ -31,10 +31,6 @@ pub const MIN_SURPRISE: f64 = 0.5;
 /// yesterday at this hour is still covered today, and a one-off burst is forgotten tomorrow.
 pub const MEMORY_S: f64 = 86_400.0;
 
-/// The start a reserve is measured over before one is learned, seconds (the default replica
-/// model's cold start, rounded).
-pub const PRIOR_START_S: f64 = 90.0;
-
 /// A rise of the need by this many replicas within one start is an onset: demand no reactive
 /// policy meets in time.
 pub const ONSET_RISE: f64 = 1.5;

@@ -5,8 +5,8 @@
 
 use crate::control::hpa;
 use crate::control::memory::{OtherMetric, ScalerState};
-use crate::control::reasons::{NoValue, Step, Steps};
 use crate::policy::{Metric, Policy};
+use crate::reasons::{NoValue, Step, Steps};
 
 /// The further metrics' memories, one per metric of `policy.also`, in order (none without).
 pub fn others<'a>(policy: &Policy, state: &'a mut ScalerState) -> &'a mut [OtherMetric] {

@@ -5,16 +5,25 @@
 //! from a ScaledObject; all go through [`Policy::set`], which checks each value against the key
 //! table in [`crate::policy::keys`], so a key means the same thing everywhere and is validated once.
 //! Errors name the key and the value.
+//!
+//! The vocabulary the layers after it speak: [`behavior`] is the HPA's behaviour as a policy states
+//! it (its algorithm is [`crate::control::hpa`]), [`exports`] what each server exports,
+//! [`scaled_object`] a policy as a ScaledObject and back, [`suggest`] the nearest key to a typo.
 
+pub mod behavior;
 pub mod exports;
 pub mod keys;
 pub mod scaled_object;
 pub mod suggest;
 
-use crate::control::hpa::{Behavior, Controller, Rules};
+use crate::policy::behavior::{Behavior, Controller, Rules};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+
+/// The start a reserve is measured over before one is learned, seconds (the default replica
+/// model's cold start, rounded).
+pub const PRIOR_START_S: f64 = 90.0;
 
 /// The signal a policy scales on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -463,8 +472,7 @@ impl Policy {
 
     /// The start a replica takes from its order to Ready: the learned one, or the prior.
     pub fn start_s(&self) -> f64 {
-        self.learned_start_s
-            .unwrap_or(crate::control::reserve::PRIOR_START_S)
+        self.learned_start_s.unwrap_or(PRIOR_START_S)
     }
 
     /// The scale-down stabilisation window, seconds (the controller's default without one).
@@ -506,7 +514,7 @@ fn validate_rules(dir: &str, rules: &Rules) -> Result<(), PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::hpa::{RateKind, RatePolicy};
+    use crate::policy::behavior::{RateKind, RatePolicy};
 
     #[test]
     fn a_zero_tolerance_is_refused_where_it_would_deploy_other_than_it_decides() {

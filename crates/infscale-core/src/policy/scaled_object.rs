@@ -3,9 +3,9 @@
 //! table ([`crate::policy::keys`]) says KEDA, its HPA or `infscale serve` reads it, so what `tune`
 //! recommends is what runs. Pure: text in, text out.
 
-use crate::control::hpa::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
+use crate::policy::behavior::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
 use crate::policy::keys::{self, num, Home};
-use crate::scaling::{Metric, Policy, PolicyError};
+use crate::policy::{Metric, Policy, PolicyError};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

@@ -7,20 +7,18 @@
 //! `ceil(value / target)` is the HPA's `ceil(ratio x reporting replicas)`); the fleet TTFT p95
 //! times the replicas that observed one; and R_needed (the occupancy ratio) for occupancy.
 //! Replicas that are ready but could not be read, or have no sample for the metric, do not vote:
-//! they count as the HPA counts a pod with no metric (at the target when the rest ask to scale
-//! down, at 0 when they ask to scale up, and the current count is kept when that flips the
-//! direction), and the value returned is the one that makes the HPA ask for that count. With no
+//! [`crate::control::missing`] counts them as the HPA counts a pod with no metric, between
+//! [`measure`] and [`finish`], which adds what the replicas do not report. With no
 //! replica readable, or the pods not known, there is no value at all, never a zero; except that
 //! requests held at the activator before the pods are known are the value (it holds only while
 //! no replica is ready). Replicas read as asleep do not vote; the requests waiting on them count
 //! as held ([`crate::project::asleep`]).
 
-use crate::control::hpa::replicas::{self, per_pod, Pod, PodTarget};
-use crate::control::reasons::{Measured, MissingRule, NoValue, Step, Steps};
 use crate::observe::metrics::histogram::Histogram;
 use crate::observe::metrics::Replica;
 use crate::policy::{Metric, Policy};
 use crate::project::asleep;
+use crate::reasons::{Measured, NoValue, Step, Steps};
 
 /// What the decision sees at one moment.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +62,8 @@ pub struct Demand {
     pub in_flight: f64,
     /// Replicas that gave a sample for the metric.
     pub reporting: u32,
+    /// Replicas that gave none: ready but unread, or read without a sample.
+    pub not_voting: u32,
     /// Whether replicas without a sample were counted as the HPA counts missing pods: the value
     /// then stands for a replica count, not a measured demand (no trend is drawn through it).
     pub counted_missing: bool,
@@ -73,7 +73,9 @@ pub struct Demand {
     pub lines: Steps,
 }
 
-/// Computes the metric's value for a policy from an observation.
+/// The metric's value for a policy from an observation, as the replicas that gave a sample
+/// measured it: [`crate::control::missing::demand`] counts the others as the HPA does, then
+/// [`finish`]es it.
 pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
     let mut lines = Steps::default();
     let held_read = obs.held.unwrap_or(0.0);
@@ -117,7 +119,7 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         let (value, how) = combine(metric, obs.replicas, &samples, reporting, held);
         Ok((value, Step::Measured(how)))
     };
-    let (mut value, no_value) = match measured {
+    let (value, no_value) = match measured {
         Ok((value, step)) => {
             lines.push(step);
             (Some(value), None)
@@ -128,78 +130,38 @@ pub fn measure(policy: &Policy, obs: &Observation<'_>) -> Demand {
         }
     };
     let counted_missing = value.is_some() && reporting > 0 && not_voting > 0;
-    if let (Some(v), true) = (value.as_mut(), counted_missing) {
-        *v = as_the_hpa_counts_missing(policy, obs, *v, reporting, not_voting, &mut lines);
-    }
-    if obs.held.is_none() && !at_zero && value.is_some() {
-        lines.push(Step::HeldUnreadAsZero);
-    }
-    let held_outside = held > 0.0 && reporting > 0 && policy.metric != Metric::Occupancy;
-    if let (Some(v), true) = (value.as_mut(), held_outside) {
-        *v += held;
-        lines.push(Step::PlusHeld { held, value: *v });
-    }
-    if let Some(v) = value.as_mut() {
-        *v = asleep::plus_requests(policy, obs.asleep, *v, &mut lines);
-    }
     Demand {
         value,
         in_flight,
         reporting,
+        not_voting,
         counted_missing,
         no_value,
         lines,
     }
 }
 
-/// The value that makes the HPA ask for what its own rule for pods without a metric gives
-/// (`calcPlainMetricReplicas`): the replicas that reported, at their average, and the others as
-/// missing pods, against the status count.
-fn as_the_hpa_counts_missing(
-    policy: &Policy,
-    obs: &Observation<'_>,
-    value: f64,
-    reporting: u32,
-    not_voting: u32,
-    lines: &mut Steps,
-) -> f64 {
-    let status = obs
-        .status_replicas()
-        .max(reporting.saturating_add(not_voting));
-    let average = replicas::to_milli(value / f64::from(reporting));
-    let pods: Vec<Pod> = (0..reporting)
-        .map(|_| Pod::Ready {
-            value: average,
-            request: 0,
-        })
-        .chain((0..not_voting).map(|_| Pod::Missing { request: 0 }))
-        .collect();
-    let tolerances = policy.controller.tolerances(policy.behavior.as_ref());
-    let target = PodTarget::AverageValue(replicas::to_milli(policy.target));
-    let count = per_pod(&pods, target, status, tolerances).unwrap_or(status);
-    let alone = replicas::ceil_replicas(value / policy.target);
-    let rule = if count == status {
-        MissingRule::Kept { status }
-    } else if alone > count {
-        MissingRule::Up { count }
-    } else {
-        MissingRule::Down { count }
+/// The rest of the value, once the HPA's rule has counted the replicas that gave no sample
+/// ([`crate::control::missing`]): requests held at the activator, and those waiting on
+/// replicas that are asleep.
+pub fn finish(policy: &Policy, obs: &Observation<'_>, demand: &mut Demand) {
+    let at_zero = obs.replicas.is_empty() && obs.missing == 0;
+    let held = match policy.metric.counts_held() {
+        true => obs.held.unwrap_or(0.0),
+        false => 0.0,
     };
-    // On milli-units, as KEDA hands the value over: exactly `count` targets. The product
-    // saturates (a count near i32::MAX at a 1e9 threshold passes i64::MAX), so it stays the
-    // largest value, never a wrapped negative one read as 0.
-    let adjusted =
-        i64::from(count).saturating_mul(replicas::to_milli(policy.target)) as f64 / 1000.0;
-    lines.push(Step::CountedMissing {
-        not_voting,
-        reporting,
-        alone,
-        rule,
-        value: adjusted,
-        count,
-        target: policy.target,
-    });
-    adjusted
+    let (value, lines) = (&mut demand.value, &mut demand.lines);
+    if obs.held.is_none() && !at_zero && value.is_some() {
+        lines.push(Step::HeldUnreadAsZero);
+    }
+    let held_outside = held > 0.0 && demand.reporting > 0 && policy.metric != Metric::Occupancy;
+    if let (Some(v), true) = (value.as_mut(), held_outside) {
+        *v += held;
+        lines.push(Step::PlusHeld { held, value: *v });
+    }
+    if let Some(v) = value.as_mut() {
+        *v = asleep::plus_requests(policy, obs.asleep, *v, lines);
+    }
 }
 
 /// A replica's work over its last interval as a share of its full speed: prompt tokens
@@ -350,15 +312,5 @@ fn no_sample(metric: Metric, obs: &Observation<'_>) -> NoValue {
         }
     } else {
         NoValue::NoSample { metric }
-    }
-}
-
-/// A number as the reasons print it: whole numbers without decimals, others to 3 places.
-pub fn fmt(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
     }
 }

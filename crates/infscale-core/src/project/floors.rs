@@ -18,12 +18,12 @@
 //! Each is a floor (or, for the credit, a cut that never asks for fewer than the current count),
 //! applied to the value `serve` returns, so KEDA's HPA and `decide` reach the same count.
 
-use crate::control::reasons::{Step, Steps};
 use crate::observe::metrics::Replica;
 use crate::policy::Policy;
 use crate::project::capacity::{Capacity, Reading};
 use crate::project::demand::Observation;
 use crate::project::lookahead::Point;
+use crate::reasons::{Step, Steps};
 
 /// The SLO-aware floor acts once the implied first-token time passes this share of the SLO.
 const SLO_SHARE: f64 = 0.5;

@@ -419,7 +419,7 @@ mod tests {
             &"queue+work:192,1.0,lookahead=45,forecast=history,downwindow=300,max=8".to_owned()
         ));
         for p in &all {
-            crate::scaling::Policy::parse(p).unwrap();
+            crate::policy::Policy::parse(p).unwrap();
         }
         let sampled = search_points(8, 10);
         assert_eq!(sampled.len(), 18);

@@ -379,7 +379,7 @@ mod tests {
 
     #[test]
     fn with_fast_starts_or_a_pool_the_bound_stays_below_the_runs() {
-        use crate::scaling::Policy;
+        use crate::policy::Policy;
         use crate::sim::gpu::GpuModel;
         use crate::sim::run::run;
         use crate::sim::trace::Scenario;

@@ -391,7 +391,7 @@ impl GpuModel {
 }
 
 fn num(v: f64) -> String {
-    crate::project::demand::fmt(v)
+    crate::reasons::fmt(v)
 }
 
 #[cfg(test)]

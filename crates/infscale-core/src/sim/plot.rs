@@ -188,7 +188,7 @@ mod tests {
     //! of its width; no two boxes may meet and every box lies within the viewBox.
 
     use super::*;
-    use crate::scaling::Policy;
+    use crate::policy::Policy;
     use crate::sim::gpu::GpuModel;
     use crate::sim::replica::Hardware;
     use crate::sim::run::{run, Settings};

@@ -89,7 +89,7 @@ pub enum Lengths {
 
 impl std::fmt::Display for Lengths {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let g = crate::project::demand::fmt;
+        let g = crate::reasons::fmt;
         match *self {
             Lengths::Constant { value } => write!(f, "always {value}"),
             Lengths::Uniform { min, max } => write!(f, "uniform {min}..{max}"),

@@ -1,11 +1,11 @@
 //! One policy over one trace: the time-stepped engine under a control loop.
 //!
-//! Two loops. `hpa` is the standalone loop: every 15 s the whole decision (`scaling::decide`) runs on a
+//! Two loops. `hpa` is the standalone loop: every 15 s the whole decision (`control::decision::decide`) runs on a
 //! scrape of the ready replicas. `keda` is how infscale is deployed: `serve`'s collector scrapes
-//! every `scrape_interval` and evaluates (`scaling::evaluate`: the value for `GetMetrics` and the
+//! every `scrape_interval` and evaluates (`control::decision::evaluate`: the value for `GetMetrics` and the
 //! answer to `IsActive`); KEDA's operator polls every `pollingInterval` and owns 0 <-> 1 and the
-//! cooldown (`scaling::keda::poll`); with `external-push` a held request activates at once; and
-//! KEDA's HPA syncs every 15 s on the latest value (`scaling::hpa_sync`). Both loops call the
+//! cooldown (`control::keda::poll`); with `external-push` a held request activates at once; and
+//! KEDA's HPA syncs every 15 s on the latest value (`control::decision::hpa_sync`). Both loops call the
 //! very functions `serve` and `decide` call, and so apply the same fault rules: with
 //! `unreadable` above zero, each replica's scrape fails with that chance, and a replica not read
 //! keeps the target active and counts as the HPA counts a missing pod; a release reads as active
@@ -18,14 +18,16 @@ use super::rng::Rng;
 use super::standby::Pool;
 use super::trace::Trace;
 use crate::control::cycle::{self, Action, Cycle};
+use crate::control::decision::{evaluate, ScalerState};
 use crate::control::deletion_cost;
-use crate::control::reasons::Wake;
 use crate::observe::counts::{Counts, HostCounts};
 use crate::observe::metrics::rates::Snapshot;
 use crate::observe::metrics::ServerChoice;
+use crate::policy::Policy;
 use crate::project::cold_start::{ColdStarts, HoldTimer};
+use crate::project::demand::Observation;
 use crate::project::fleet::{self, Fetched, Fleet, Input};
-use crate::scaling::{evaluate, Observation, Policy, ScalerState};
+use crate::reasons::Wake;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

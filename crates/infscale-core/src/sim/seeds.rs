@@ -11,7 +11,7 @@ use super::replica::Hardware;
 use super::report::{self, Summary};
 use super::run::{self, Settings};
 use super::trace::Trace;
-use crate::scaling::Policy;
+use crate::policy::Policy;
 use crate::table::{Align::*, Names, Table};
 use rayon::prelude::*;
 use serde_json::{Map, Value};

@@ -89,7 +89,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scaling::Policy;
+    use crate::policy::Policy;
     use crate::sim::bound::clairvoyant;
     use crate::sim::cluster::Cluster;
     use crate::sim::gpu::GpuModel;

@@ -4,7 +4,7 @@
 use super::report::{self, Summary};
 use super::run;
 use super::seeds::Day;
-use crate::scaling::Policy;
+use crate::policy::Policy;
 use rayon::prelude::*;
 use std::fmt::Write;
 

@@ -1,9 +1,9 @@
 //! The decision end to end, with the numbers written out.
 
 use super::*;
-use crate::control::reasons::Measured;
 use crate::observe::metrics::histogram::Histogram;
 use crate::observe::metrics::{Counters, Rates, Replica, Server, Signals};
+use crate::reasons::Measured;
 
 fn replica(running: f64, waiting: f64) -> Replica {
     Replica::new(
@@ -403,7 +403,7 @@ fn an_unreadable_replica_never_lets_the_target_sleep() {
         let d = decide(&policy, &obs, &mut state);
         assert_eq!(
             d.activity,
-            crate::scaling::Activity::Active,
+            crate::control::activity::Activity::Active,
             "{:?}",
             d.lines
         );
@@ -421,17 +421,17 @@ fn an_unreadable_held_count_is_unknown_and_never_sleeps() {
         ..observe(100.0, 1, &idle, 0.0)
     };
     let d = decide(&policy, &obs, &mut ScalerState::default());
-    assert_eq!(d.activity, crate::scaling::Activity::Unknown);
+    assert_eq!(d.activity, crate::control::activity::Activity::Unknown);
     assert_eq!(d.desired, 1, "{:?}", d.lines);
     // At zero with the count unread, there is no value either.
     let at_zero = Observation {
         held: None,
         ..observe(100.0, 0, &[], 0.0)
     };
-    let e = crate::scaling::evaluate(&policy, &at_zero, &mut ScalerState::default());
+    let e = crate::control::decision::evaluate(&policy, &at_zero, &mut ScalerState::default());
     assert_eq!(
         (e.value, e.activity),
-        (None, crate::scaling::Activity::Unknown)
+        (None, crate::control::activity::Activity::Unknown)
     );
 }
 
@@ -442,27 +442,27 @@ fn held_requests_wake_before_the_pods_are_known() {
         scraped_at: None,
         ..observe(0.0, 0, &[], 1.0)
     };
-    let e = crate::scaling::evaluate(&policy, &obs, &mut ScalerState::default());
+    let e = crate::control::decision::evaluate(&policy, &obs, &mut ScalerState::default());
     // The held request is the value too: it asks for a replica (ceil(1 / 2) = 1).
     assert_eq!(
         (e.value, e.activity),
-        (Some(1.0), crate::scaling::Activity::Active)
+        (Some(1.0), crate::control::activity::Activity::Active)
     );
     // A metric that does not count held requests has no value before the pods.
     let kv = Policy::parse("kv:0.8").unwrap();
-    let e = crate::scaling::evaluate(&kv, &obs, &mut ScalerState::default());
+    let e = crate::control::decision::evaluate(&kv, &obs, &mut ScalerState::default());
     assert_eq!(
         (e.value, e.activity),
-        (None, crate::scaling::Activity::Active)
+        (None, crate::control::activity::Activity::Active)
     );
     let nothing_held = Observation {
         scraped_at: None,
         ..observe(0.0, 0, &[], 0.0)
     };
-    let e = crate::scaling::evaluate(&policy, &nothing_held, &mut ScalerState::default());
+    let e = crate::control::decision::evaluate(&policy, &nothing_held, &mut ScalerState::default());
     assert_eq!(
         (e.value, e.activity),
-        (None, crate::scaling::Activity::Unknown)
+        (None, crate::control::activity::Activity::Unknown)
     );
 }
 
@@ -474,18 +474,25 @@ fn a_release_reads_active_until_a_scrape_after_it() {
     // Held at zero at 10 s; the replica is ready and was scraped (idle) at 10.5 s; the request
     // is released at 11 s.
     let held = observe(10.0, 0, &[], 1.0);
-    assert!(crate::scaling::evaluate(&policy, &held, &mut state)
-        .activity
-        .is_active());
+    assert!(
+        crate::control::decision::evaluate(&policy, &held, &mut state)
+            .activity
+            .is_active()
+    );
     let released = Observation {
         scraped_at: Some(10.5),
         ..observe(11.0, 1, &idle, 0.0)
     };
-    let e = crate::scaling::evaluate(&policy, &released, &mut state);
+    let e = crate::control::decision::evaluate(&policy, &released, &mut state);
     assert!(e.activity.is_active(), "{:?}", e.lines);
     let scraped_after = observe(12.0, 1, &idle, 0.0);
-    let e = crate::scaling::evaluate(&policy, &scraped_after, &mut state);
-    assert_eq!(e.activity, crate::scaling::Activity::Idle, "{:?}", e.lines);
+    let e = crate::control::decision::evaluate(&policy, &scraped_after, &mut state);
+    assert_eq!(
+        e.activity,
+        crate::control::activity::Activity::Idle,
+        "{:?}",
+        e.lines
+    );
 }
 
 #[test]
@@ -652,7 +659,7 @@ fn an_unknown_activity_keeps_its_own_cause_behind_further_metrics() {
     let e = evaluate(&policy, &obs, &mut ScalerState::default());
     assert_eq!(
         e.activity,
-        crate::scaling::Activity::Unknown,
+        crate::control::activity::Activity::Unknown,
         "{:?}",
         e.lines
     );

@@ -5,6 +5,7 @@
 
 use super::rate;
 use super::*;
+use crate::policy::behavior::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
 
 const NOW: f64 = 1000.0;
 

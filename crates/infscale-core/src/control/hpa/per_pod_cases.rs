@@ -3,7 +3,8 @@
 //! replica it could not read. Each pod of those tests has two containers with a request of 1.0
 //! core each, and a CPU level is per container, so a pod requests 2000 m and uses twice its level.
 
-use super::replicas::{per_pod, Pod, PodTarget, Tolerances};
+use super::replicas::{per_pod, Pod, PodTarget};
+use crate::policy::behavior::Tolerances;
 
 const TOLERANCE: Tolerances = Tolerances {
     scale_down: 0.1,

@@ -7,7 +7,8 @@
 //! (`convertDesiredReplicasWithRules`). Percent limits use float64 exactly as Go does: up rounds
 //! up, down truncates, and IEEE rounding leaks through (10% up from 50 allows 56).
 
-use super::{Behavior, Controller, RateKind, Rules, Select, Spec, State};
+use super::{Spec, State};
+use crate::policy::behavior::{Behavior, Controller, Limited, RateKind, Rules, Select};
 use serde::{Deserialize, Serialize};
 
 /// A change of replica count that was applied, as a non-negative magnitude.
@@ -17,29 +18,6 @@ pub struct ScaleEvent {
     pub change: u32,
     #[serde(default)]
     pub outdated: bool,
-}
-
-/// Which limit set the result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Limited {
-    DesiredWithinRange,
-    ScaleUpLimit,
-    ScaleDownLimit,
-    TooManyReplicas,
-    TooFewReplicas,
-}
-
-impl Limited {
-    /// The condition reason the HPA would show.
-    pub fn name(self) -> &'static str {
-        match self {
-            Limited::DesiredWithinRange => "DesiredWithinRange",
-            Limited::ScaleUpLimit => "ScaleUpLimit",
-            Limited::ScaleDownLimit => "ScaleDownLimit",
-            Limited::TooManyReplicas => "TooManyReplicas",
-            Limited::TooFewReplicas => "TooFewReplicas",
-        }
-    }
 }
 
 /// The stored scale events, up and down kept apart.

@@ -10,28 +10,7 @@
 //! `GetResourceReplicas`, second pass included): the rule infscale follows for a replica it
 //! could not read.
 
-use serde::{Deserialize, Serialize};
-
-/// The tolerance test, per direction (1.33+): a ratio within it proposes no change.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Tolerances {
-    pub scale_down: f64,
-    pub scale_up: f64,
-}
-
-impl Tolerances {
-    pub fn uniform(tolerance: f64) -> Tolerances {
-        Tolerances {
-            scale_down: tolerance,
-            scale_up: tolerance,
-        }
-    }
-
-    /// `1 - down <= ratio <= 1 + up`. NaN and infinite ratios are never within.
-    pub fn is_within(&self, ratio: f64) -> bool {
-        (1.0 - self.scale_down) <= ratio && ratio <= (1.0 + self.scale_up)
-    }
-}
+use crate::policy::behavior::Tolerances;
 
 /// A value as KEDA hands it to the HPA: milli-units, truncated toward zero.
 pub fn to_milli(value: f64) -> i64 {

@@ -5,7 +5,7 @@
 //! down window applies (`stabilizeRecommendation`). Both record the raw value, overwriting the
 //! last record that fell out of every window instead of growing the list.
 
-use super::Behavior;
+use crate::policy::behavior::Behavior;
 use serde::{Deserialize, Serialize};
 
 /// A raw recommendation and when it was made.

@@ -3,6 +3,9 @@
 use super::rate::{self, Events};
 use super::stabilize;
 use super::*;
+use crate::policy::behavior::{
+    Behavior, Controller, Limited, RateKind, RatePolicy, Rules, Select, Tolerances,
+};
 
 fn pods(value: u32, period_s: u32) -> RatePolicy {
     RatePolicy {

@@ -6,7 +6,7 @@ use super::values::{
     set_rate, uses_work, whole, word,
 };
 use super::{Direction, Home, Key, Kind, PER_SECOND, SECONDS};
-use crate::control::hpa::{Behavior, Controller, RateKind};
+use crate::policy::behavior::{Behavior, Controller, RateKind};
 use crate::policy::DEFAULT_WRITES_PER_MINUTE;
 use crate::policy::{Forecast, Metric, DEFAULT_DECODE_RATE, DEFAULT_PREFILL_RATE, DEFAULT_TREND_S};
 

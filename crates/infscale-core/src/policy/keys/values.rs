@@ -3,7 +3,7 @@
 //! in the form the readers take. Kept apart from the table so each entry stays a few lines.
 
 use super::{Direction, Key, Kind};
-use crate::control::hpa::{Behavior, RateKind, RatePolicy, Rules, Select};
+use crate::policy::behavior::{Behavior, RateKind, RatePolicy, Rules, Select};
 use crate::policy::{Metric, Policy, PolicyError};
 
 /// A number as YAML and the policy parser read it back exactly (the shortest exact form).

@@ -2,8 +2,7 @@
 //! the simulator's timeline and the docs show these lines to the digit, so a change here is a
 //! change of the documented output.
 
-use super::{ActivityCause, Measured, MissingRule, NoValue, Step, Wake, Window};
-use crate::project::demand::fmt;
+use super::{fmt, ActivityCause, Measured, MissingRule, NoValue, Step, Wake, Window};
 use std::fmt::{Display, Formatter, Result};
 
 /// The error text for a missing value: its cause, or plain "no value" when none was kept.

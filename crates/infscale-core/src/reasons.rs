@@ -5,13 +5,23 @@
 //! output, the simulator's timeline, a debug log, the error KEDA receives), through the
 //! `Display` impls, which all live in [`wording`] so every reason's words are in one file.
 
-use crate::control::hpa::Limited;
 use crate::observe::metrics::Server;
+use crate::policy::behavior::Limited;
 use crate::policy::Metric;
 
 mod wording;
 
 pub use wording::no_value_text;
+
+/// A number as the reasons print it: whole numbers without decimals, others to 3 places.
+pub fn fmt(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
 
 /// Why the metric has no value (KEDA's HPA then keeps the current count).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,137 @@
+//! The core's folders are layers, and no file imports a layer above its own.
+//!
+//! `crates/infscale-core/src/lib.rs` declares the layers in the order a value flows through
+//! them, and this test holds the same order in [`LAYERS`]: a file may use its own layer and
+//! those before it, never one after. It reads every source file of the core, tests included
+//! (a test is code a reader follows too), resolves each use to the file that defines it
+//! ([`graph::edges`]), and fails naming each use that runs back up, and each folder or root
+//! file the order does not place. There is no list of exceptions.
+
+#[path = "imports/graph.rs"]
+mod graph;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The core's layers, bottom first: the bounds on outside input and the table writer, which use
+/// nothing; what the servers say (`observe`); the vocabulary every layer above speaks (the
+/// policy and its keys, the HPA's behaviour configuration, the ScaledObject), then the reasons
+/// as data; the projection from signals to demand; what KEDA and the HPA do with it; the
+/// simulator that runs it all.
+const LAYERS: [&str; 8] = [
+    "limits", "table", "observe", "policy", "reasons", "project", "control", "sim",
+];
+
+/// The layer of a file: its first folder under `src`, or its own name for a file at the root
+/// (`limits.rs`, `reasons.rs` beside `reasons/`); `None` for the crate root.
+fn layer_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).ok()?;
+    let first = rel.components().next()?.as_os_str().to_string_lossy();
+    let name = first.strip_suffix(".rs").unwrap_or(&first).to_owned();
+    (name != "lib").then_some(name)
+}
+
+/// Every use against the order, and every layer it does not place, in words.
+fn violations(src: &Path, graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<String> {
+    let rank = |layer: &str| LAYERS.iter().position(|l| *l == layer);
+    let short = |p: &Path| p.strip_prefix(src).unwrap_or(p).display().to_string();
+    let mut found = Vec::new();
+    let mut unplaced = BTreeSet::new();
+    for (from, uses) in graph {
+        let Some(from_layer) = layer_of(src, from) else {
+            continue;
+        };
+        let Some(from_rank) = rank(&from_layer) else {
+            unplaced.insert(from_layer);
+            continue;
+        };
+        for to in uses {
+            let Some(to_layer) = layer_of(src, to) else {
+                continue;
+            };
+            match rank(&to_layer) {
+                Some(to_rank) if to_rank > from_rank => found.push(format!(
+                    "{} ({from_layer}) uses {} ({to_layer}), a layer above its own",
+                    short(from),
+                    short(to)
+                )),
+                Some(_) => {}
+                None => {
+                    unplaced.insert(to_layer);
+                }
+            }
+        }
+    }
+    found.extend(
+        unplaced
+            .into_iter()
+            .map(|l| format!("{l}: a layer the order does not place (add it to LAYERS)")),
+    );
+    found
+}
+
+#[test]
+fn no_core_file_imports_a_layer_above_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/infscale-core/src");
+    let graph = graph::edges(&src, true);
+    assert!(graph.len() > 50, "{} has too few files", src.display());
+    let found = violations(&src, &graph);
+    assert!(
+        found.is_empty(),
+        "uses against the layers:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn every_layer_is_a_module_the_core_declares() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/infscale-core/src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    for layer in LAYERS {
+        assert!(
+            lib.contains(&format!("pub mod {layer};")),
+            "lib.rs declares no module {layer}"
+        );
+        assert!(
+            lib.contains(&format!("[`{layer}`]")),
+            "lib.rs's map does not name {layer}"
+        );
+    }
+}
+
+#[test]
+fn the_checker_names_a_use_that_runs_back_up() {
+    let dir = std::env::temp_dir().join(format!("infscale-layers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let project = dir.join("project");
+    let control = dir.join("control");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&control).unwrap();
+    std::fs::write(
+        dir.join("lib.rs"),
+        "pub mod project;\npub mod control;\npub mod extra;\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("mod.rs"), "pub mod demand;\n").unwrap();
+    std::fs::write(control.join("mod.rs"), "pub mod hpa;\n").unwrap();
+    std::fs::write(control.join("hpa.rs"), "pub fn replicas() {}\n").unwrap();
+    std::fs::write(dir.join("extra.rs"), "pub struct E;\n").unwrap();
+    // Down is fine; up, even from a test module, is named.
+    std::fs::write(
+        project.join("demand.rs"),
+        "pub fn measure() {}\n#[cfg(test)]\nmod tests {\n    use crate::control::hpa::replicas;\n    use crate::extra::E;\n}\n",
+    )
+    .unwrap();
+    let graph = graph::edges(&dir, true);
+    let found = violations(&dir, &graph);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].starts_with("project/demand.rs (project) uses control/hpa.rs (control)"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].starts_with("extra: a layer the order does not place"),
+        "{found:?}"
+    );
+}
