@@ -6,8 +6,9 @@
 //! start is over: until then nothing listens there, so `serve` (which scrapes every slot) finds
 //! no replica, as it would not scrape a pod that is not Ready. Removal follows the simulator:
 //! pods still starting go first (newest first), then the ready ones the ReplicaSet controller
-//! ranks first ([`infscale_core::sim::replicaset`]; the demo writes no deletion cost, so a recent one by
-//! chance), which leave the Service at once and shut down as a server does on SIGTERM: they stop
+//! ranks first ([`infscale_core::sim::replicaset`]; the demo writes no deletion cost, so a
+//! recent one by chance). Those leave the Service at once and, after the `preStop` pause the
+//! docs give model servers ([`PRE_STOP_S`]), shut down as a server does on SIGTERM: they stop
 //! accepting and go when the last request they hold ends, whoever sent it (the Service, or the
 //! activator straight to the pod in serve mode), as the simulator's `--drain inf` does. Every pod
 //! that exists is billed, starting and draining ones included.
@@ -24,8 +25,18 @@ enum Phase {
         ready_at: f64,
     },
     Ready,
-    Draining,
+    /// Out of the Service; its server stops accepting at this simulated time (the `preStop`
+    /// pause the docs give every model server), then goes when its last answer ends.
+    Draining {
+        stop_at: f64,
+    },
 }
+
+/// The `preStop` pause, simulated seconds: the time the docs' manifests give an endpoint's
+/// removal to reach every client before the server stops accepting (docs/operate.md). A client
+/// that picked the pod just before it left (the activator, straight to the pod in serve mode)
+/// still finds it serving.
+const PRE_STOP_S: f64 = 10.0;
 
 struct Pod {
     slot: usize,
@@ -90,7 +101,7 @@ impl Deployment {
     pub fn current(&self) -> u32 {
         self.pods
             .iter()
-            .filter(|p| !matches!(p.phase, Phase::Draining))
+            .filter(|p| !matches!(p.phase, Phase::Draining { .. }))
             .count() as u32
     }
 
@@ -181,12 +192,11 @@ impl Deployment {
             now,
         );
         if let Some(p) = victim.and_then(|i| self.pods.get_mut(i)) {
-            p.phase = Phase::Draining;
+            p.phase = Phase::Draining {
+                stop_at: now + PRE_STOP_S,
+            };
             if let Some(b) = &p.backend {
                 self.endpoints.remove(b.addr);
-            }
-            if let Some(e) = &mut p.emulator {
-                e.drain();
             }
         }
     }
@@ -214,10 +224,17 @@ impl Deployment {
                 }
             }
         }
+        for pod in &mut self.pods {
+            if let (Phase::Draining { stop_at }, Some(e)) = (&pod.phase, &mut pod.emulator) {
+                if *stop_at <= now {
+                    e.drain();
+                }
+            }
+        }
         let mut i = 0;
         while i < self.pods.len() {
             let pod = &self.pods[i];
-            let drained = matches!(pod.phase, Phase::Draining)
+            let drained = matches!(pod.phase, Phase::Draining { .. })
                 && pod.backend.as_ref().is_none_or(|b| b.outstanding() == 0)
                 && pod.emulator.as_ref().is_none_or(Emulator::drained);
             if drained {
@@ -252,19 +269,57 @@ mod tests {
 
     /// In serve mode the activator sends to a pod straight, past the Service's count: a pod scaled
     /// away while it streams such an answer finishes it before it goes.
+    /// A client that picked the pod just before it left the Service (the activator, which
+    /// reads the endpoints a moment late) is still answered during the `preStop` pause; after
+    /// it the pod refuses new connections and goes.
     #[tokio::test]
-    async fn a_pod_scaled_away_finishes_an_answer_the_service_did_not_send() {
+    async fn a_pod_scaled_away_answers_through_its_pre_stop_pause_then_goes() {
         let port = super::super::slot_port().expect("a free port on 127.0.0.2");
         let endpoints = Arc::new(Endpoints::default());
-        let emulate = EmulateConfig {
+        let mut d = Deployment::new(slots(1, port), endpoints.clone(), fast(), 0.0);
+        d.scale(1, 0.0);
+        d.tick(0.0).await.expect("the pod starts");
+        let addr = slots(1, port)[0];
+        let client = reqwest::Client::new();
+        let ask = || {
+            client
+                .post(format!("http://{addr}/v1/completions"))
+                .json(&serde_json::json!({"prompt": "a b", "max_tokens": 2}))
+                .send()
+        };
+        assert!(ask().await.expect("served").status().is_success());
+        d.scale(0, 1.0);
+        assert_eq!(endpoints.replicas(), 0, "the pod left the Service at once");
+        d.tick(1.0 + PRE_STOP_S / 2.0).await.expect("tick");
+        let late = ask().await.expect("answered within the pause");
+        assert!(late.status().is_success(), "{}", late.status());
+        for i in 0..200 {
+            d.tick(1.0 + PRE_STOP_S + f64::from(i)).await.expect("tick");
+            if d.billed() == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(d.billed(), 0, "the pod went after its pause");
+        assert!(ask().await.is_err(), "a gone pod refuses connections");
+    }
+
+    fn fast() -> EmulateConfig {
+        EmulateConfig {
             gpu: GpuModel {
                 peak_tflops: 20.0,
                 hbm_gb_per_s: 335.0,
                 ..GpuModel::default()
             },
             ..EmulateConfig::default()
-        };
-        let mut d = Deployment::new(slots(1, port), endpoints.clone(), emulate, 0.0);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pod_scaled_away_finishes_an_answer_the_service_did_not_send() {
+        let port = super::super::slot_port().expect("a free port on 127.0.0.2");
+        let endpoints = Arc::new(Endpoints::default());
+        let mut d = Deployment::new(slots(1, port), endpoints.clone(), fast(), 0.0);
         d.scale(1, 0.0);
         d.tick(0.0).await.expect("the pod starts");
         assert_eq!(d.ready(), 1);
@@ -282,7 +337,7 @@ mod tests {
         assert_eq!(endpoints.replicas(), 0, "the pod left the Service at once");
         let ticks = tokio::spawn(async move {
             for i in 0..2000 {
-                d.tick(1.0 + f64::from(i) * 0.01).await.expect("tick");
+                d.tick(1.0 + f64::from(i) * 0.1).await.expect("tick");
                 if d.billed() == 0 {
                     return true;
                 }
