@@ -99,6 +99,37 @@ fn every_layer_is_a_module_the_core_declares() {
     }
 }
 
+/// docs/architecture.md's map lists the layers as they are: each at the start of a line of the
+/// core's block, in the order, and every folder of the core among them.
+#[test]
+fn the_architecture_map_lists_the_layers_in_order() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let start = doc.find("crates/infscale-core/src").unwrap();
+    let block = &doc[start..start + doc[start..].find("\nsrc ").unwrap()];
+    let named: Vec<&str> = block
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|w| w.trim_end_matches('/'))
+        .collect();
+    let order: Vec<&str> = named
+        .iter()
+        .copied()
+        .filter(|w| LAYERS.contains(w))
+        .collect();
+    assert_eq!(order, LAYERS, "the map's layers: {named:?}");
+    let src = root.join("crates/infscale-core/src");
+    for entry in std::fs::read_dir(&src).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let name = name.strip_suffix(".rs").unwrap_or(&name).to_owned();
+        assert!(
+            name == "lib" || block.contains(&format!("  {name}")),
+            "docs/architecture.md's map does not name {name}"
+        );
+    }
+}
+
 #[test]
 fn the_checker_names_a_use_that_runs_back_up() {
     let dir = std::env::temp_dir().join(format!("infscale-layers-{}", std::process::id()));
