@@ -148,22 +148,46 @@ async fn large_bodies_share_a_budget_and_the_held_requests_are_all_served() {
         assert_eq!(r.text().await.unwrap(), format!("small {i}"));
     }
     let (mut served, mut refused) = (0, 0);
+    let mut outcomes: Vec<String> = Vec::new();
     for r in big {
         match r.await.unwrap() {
             Ok(r) if r.status() == 200 => {
                 assert_eq!(r.bytes().await.unwrap().len(), 15 << 20);
                 served += 1;
             }
-            Ok(r) if r.status() == 503 => refused += 1,
+            Ok(r) if r.status() == 503 => {
+                outcomes.push("503".to_owned());
+                refused += 1
+            }
             // Refused before the body was read: the client may see the connection end first.
-            Err(_) => refused += 1,
+            Err(e) => {
+                outcomes.push(format!("{e:?}"));
+                refused += 1
+            }
             Ok(r) => panic!("a large body answered {}", r.status()),
         }
     }
     assert_eq!(served + refused, 30);
+    // On a failure, the activator's own count of what it refused and why.
+    let mut said = String::new();
+    if !(1..=8).contains(&served) {
+        let page = match client
+            .get(format!("http://{}/metrics", a.admin))
+            .send()
+            .await
+        {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(e) => e.to_string(),
+        };
+        let lines: Vec<&str> = page
+            .lines()
+            .filter(|l| l.contains("rejected") && !l.starts_with('#'))
+            .collect();
+        said = lines.join("; ");
+    }
     assert!(
         (1..=8).contains(&served),
-        "{served} served, {refused} refused"
+        "{served} served, {refused} refused: {outcomes:?}; the activator: {said}"
     );
     eprintln!("thirty 15 MiB bodies: {served} held and served, {refused} refused 503");
 }
