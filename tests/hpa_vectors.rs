@@ -10,13 +10,13 @@
 //! list), or whose `metrics` list is empty, means that no metric could be read.
 
 use infscale_core::control::hpa::rate::{self, Events};
-use infscale_core::control::hpa::replicas;
-use infscale_core::control::hpa::stabilize;
 use infscale_core::control::hpa::{
     reconcile, replicas_for_metrics, Recommendation, ScaleEvent, Spec, State,
 };
-use infscale_core::policy::behavior::Tolerances;
-use infscale_core::policy::behavior::{Behavior, Controller, RateKind, RatePolicy, Rules, Select};
+use infscale_core::control::hpa::{replicas, stabilize};
+use infscale_core::policy::behavior::{
+    Behavior, Controller, RateKind, RatePolicy, Rules, Select, Tolerances,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -21,8 +21,7 @@ mod props;
 
 use infscale_core::control::activity::Activity;
 use infscale_core::control::decision::{decide, evaluate, ScalerState};
-use infscale_core::policy::Forecast;
-use infscale_core::policy::Policy;
+use infscale_core::policy::{Forecast, Policy};
 use props::{bump, bumped, observe, parse, policy_spec, reading, replicas, Bump, Reading};
 use proptest::prelude::*;
 

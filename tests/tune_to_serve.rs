@@ -8,8 +8,7 @@
 mod common;
 
 use infscale::serve::metadata::TargetSpec;
-use infscale_core::policy::scaled_object;
-use infscale_core::policy::Policy;
+use infscale_core::policy::{scaled_object, Policy};
 use std::collections::HashMap;
 
 #[test]

@@ -12,8 +12,7 @@
 use super::budget::{read_charged, Charge, MemoryBudget, ReadError};
 use super::discovery::{Address, PodEndpoint};
 use crate::edge::source::{cause, error_body, status_message, Cause};
-use infscale_core::observe::metrics::props;
-use infscale_core::observe::metrics::{read_page, PageRead, ServerChoice};
+use infscale_core::observe::metrics::{props, read_page, PageRead, ServerChoice};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;

@@ -10,8 +10,7 @@
 //! optionally `replicaChangeInPeriod` of the prior events over `periodSeconds` (default 60).
 
 use super::{check, events, int, rules, uint, Outcome, NOW};
-use infscale_core::control::hpa::rate;
-use infscale_core::control::hpa::{ScaleEvent, State};
+use infscale_core::control::hpa::{rate, ScaleEvent, State};
 use infscale_core::policy::behavior::{Behavior, Rules};
 use serde_json::Value;
 

@@ -17,8 +17,7 @@ use crate::project::floors;
 use crate::project::forecast;
 use crate::project::lookahead;
 use crate::project::work;
-use crate::reasons::fmt;
-use crate::reasons::{ActivityCause, NoValue, Step, Steps, Window};
+use crate::reasons::{fmt, ActivityCause, NoValue, Step, Steps, Window};
 use serde::{Deserialize, Serialize};
 
 /// What `serve` needs: the value for `GetMetrics` and the answer for `IsActive`.
