@@ -1,8 +1,9 @@
-//! The core's folders are layers, and no file imports a layer above its own.
+//! The core's folders are layers, and no file imports a layer above its own; the shell's too.
 //!
 //! `crates/infscale-core/src/lib.rs` declares the layers in the order a value flows through
 //! them, and this test holds the same order in [`LAYERS`]: a file may use its own layer and
-//! those before it, never one after. It reads every source file of the core, tests included
+//! those before it, never one after. The shell's folders keep an order of their own
+//! ([`SHELL_LAYERS`]). It reads every source file of the core, tests included
 //! (a test is code a reader follows too), resolves each use to the file that defines it
 //! ([`graph::edges`]), and fails naming each use that runs back up, and each folder or root
 //! file the order does not place. There is no list of exceptions.
@@ -22,18 +23,37 @@ const LAYERS: [&str; 8] = [
     "limits", "table", "observe", "policy", "reasons", "project", "control", "sim",
 ];
 
+/// The shell's folders, bottom first: the edge every server stands on (listeners, fetching,
+/// the Kubernetes client), the emulated model server and the load generator, the activator,
+/// the scaler (which reads the activator's header names), the demo that runs them together,
+/// the fuzzing entry points into both, and the command line over everything.
+const SHELL_LAYERS: [&str; 8] = [
+    "edge",
+    "emulate",
+    "load",
+    "activator",
+    "serve",
+    "demo",
+    "fuzzing",
+    "cli",
+];
+
 /// The layer of a file: its first folder under `src`, or its own name for a file at the root
-/// (`limits.rs`, `reasons.rs` beside `reasons/`); `None` for the crate root.
+/// (`limits.rs`, `reasons.rs` beside `reasons/`); `None` for a crate root.
 fn layer_of(src: &Path, file: &Path) -> Option<String> {
     let rel = file.strip_prefix(src).ok()?;
     let first = rel.components().next()?.as_os_str().to_string_lossy();
     let name = first.strip_suffix(".rs").unwrap_or(&first).to_owned();
-    (name != "lib").then_some(name)
+    (name != "lib" && name != "main").then_some(name)
 }
 
-/// Every use against the order, and every layer it does not place, in words.
-fn violations(src: &Path, graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<String> {
-    let rank = |layer: &str| LAYERS.iter().position(|l| *l == layer);
+/// Every use against `layers`, and every layer they do not place, in words.
+fn violations(
+    src: &Path,
+    graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+    layers: &[&str],
+) -> Vec<String> {
+    let rank = |layer: &str| layers.iter().position(|l| *l == layer);
     let short = |p: &Path| p.strip_prefix(src).unwrap_or(p).display().to_string();
     let mut found = Vec::new();
     let mut unplaced = BTreeSet::new();
@@ -65,7 +85,7 @@ fn violations(src: &Path, graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<S
     found.extend(
         unplaced
             .into_iter()
-            .map(|l| format!("{l}: a layer the order does not place (add it to LAYERS)")),
+            .map(|l| format!("{l}: a layer the order does not place (add it to the order)")),
     );
     found
 }
@@ -75,10 +95,23 @@ fn no_core_file_imports_a_layer_above_its_own() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/infscale-core/src");
     let graph = graph::edges(&src, true);
     assert!(graph.len() > 50, "{} has too few files", src.display());
-    let found = violations(&src, &graph);
+    let found = violations(&src, &graph, &LAYERS);
     assert!(
         found.is_empty(),
         "uses against the layers:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_shell_file_imports_a_layer_above_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = graph::edges(&src, true);
+    assert!(graph.len() > 50, "{} has too few files", src.display());
+    let found = violations(&src, &graph, &SHELL_LAYERS);
+    assert!(
+        found.is_empty(),
+        "uses against the shell's layers:\n{}",
         found.join("\n")
     );
 }
@@ -154,7 +187,7 @@ fn the_checker_names_a_use_that_runs_back_up() {
     )
     .unwrap();
     let graph = graph::edges(&dir, true);
-    let found = violations(&dir, &graph);
+    let found = violations(&dir, &graph, &LAYERS);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(
