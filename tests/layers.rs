@@ -90,30 +90,28 @@ fn violations(
     found
 }
 
-#[test]
-fn no_core_file_imports_a_layer_above_its_own() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/infscale-core/src");
+/// Asserts that no file under `dir` (from the workspace root) uses a layer after its own in
+/// `layers`, naming every one that does.
+fn assert_layered(dir: &str, layers: &[&str]) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let graph = graph::edges(&src, true);
     assert!(graph.len() > 50, "{} has too few files", src.display());
-    let found = violations(&src, &graph, &LAYERS);
+    let found = violations(&src, &graph, layers);
     assert!(
         found.is_empty(),
-        "uses against the layers:\n{}",
+        "uses against the layers of {dir}:\n{}",
         found.join("\n")
     );
 }
 
 #[test]
+fn no_core_file_imports_a_layer_above_its_own() {
+    assert_layered("crates/infscale-core/src", &LAYERS);
+}
+
+#[test]
 fn no_shell_file_imports_a_layer_above_its_own() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = graph::edges(&src, true);
-    assert!(graph.len() > 50, "{} has too few files", src.display());
-    let found = violations(&src, &graph, &SHELL_LAYERS);
-    assert!(
-        found.is_empty(),
-        "uses against the shell's layers:\n{}",
-        found.join("\n")
-    );
+    assert_layered("src", &SHELL_LAYERS);
 }
 
 #[test]
