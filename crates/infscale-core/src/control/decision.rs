@@ -97,7 +97,9 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
     // What arrives now, in replicas of work: `reserve=auto`'s measure (a count of requests in
     // flight, or a queue's drain, grows with the backlog, not with the arrivals).
     let need_now = work_arriving.map(|w| w / policy.target);
-    let value = value.map(|v| reserve_floor(policy, state, need_now, obs, v, &mut lines));
+    let ready_now = flow.as_ref().map(|f| f64::from(f.ready));
+    let value =
+        value.map(|v| reserve_floor(policy, state, (need_now, ready_now), obs, v, &mut lines));
     let value = value.map(|v| asleep::plus_slots(policy, obs.asleep, v, &mut lines));
     let (activity, cause) = activity::judge(&Facts {
         in_flight: demand.in_flight,
@@ -242,7 +244,7 @@ fn hold_floor(
 fn reserve_floor(
     policy: &Policy,
     state: &mut ScalerState,
-    need: Option<f64>,
+    (need, ready_now): (Option<f64>, Option<f64>),
     obs: &Observation<'_>,
     v: f64,
     lines: &mut Steps,
@@ -253,9 +255,14 @@ fn reserve_floor(
     let newer = state.reserve.orders.last().is_none_or(|o| o.at < at);
     if newer {
         let ordered = v / policy.target;
-        state
-            .reserve
-            .note(at, need, ordered, policy.start_s(), policy.down_window_s());
+        state.reserve.note(
+            at,
+            need,
+            ordered,
+            ready_now,
+            policy.start_s(),
+            policy.down_window_s(),
+        );
     }
     let level = state.reserve.level(obs.now);
     let floor = f64::from(level.replicas.min(policy.max)) * policy.target;

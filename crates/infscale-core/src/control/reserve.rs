@@ -9,13 +9,16 @@
 //! - an *onset*: the need [`ONSET_RISE`] replicas above its lowest over the last start. Two onsets
 //!   to a level, a start to [`REPEAT_S`] apart, are bursts that repeat, and hold that level; a
 //!   ramp a day sees once does not;
-//! - a *surprise*: the need [`MIN_SURPRISE`] above what the policy itself (without the reserve)
-//!   would have had Ready now, having ordered it a start ago and kept it through its scale-down
-//!   window: a burst that outran the policy. Its level is held at once.
+//! - a *surprise*: the need [`MIN_SURPRISE`] above what was Ready now: what the policy itself
+//!   (without the reserve) would have had, having ordered it a start ago and kept it through its
+//!   scale-down window, and no more than the replicas actually Ready (an order the HPA never
+//!   acted on, between its reads, readied nothing): a burst that outran the policy. Its level
+//!   is held at once.
 //!
-//! A held level is a floor under the policy's own value for [`MEMORY_S`]: smooth traffic, which
-//! the lookahead follows, keeps none; bursts after idle minutes keep the level they reach, as a
-//! fixed fleet chosen for them would, and above it the policy still reacts.
+//! A held level is a floor under the policy's own value for [`MEMORY_S`], two weeks: smooth
+//! traffic, which the lookahead follows, keeps none; bursts keep the level they reach, as a
+//! fixed fleet chosen for them would, and above it the policy still reacts. The worst day is
+//! often a burst the day before did not show, and some day of the two weeks before did.
 //!
 //! The state is bounded (the orders of the last start plus scale-down window, and one time per
 //! replica count) and serialises with the rest of the decision's memory, so it survives a
@@ -23,13 +26,18 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A surprise is a need this many replicas above what would have been Ready: rounding and the
-/// noise of one reading are not bursts.
-pub const MIN_SURPRISE: f64 = 0.5;
+/// A surprise is a need this many replicas above what was Ready: the need is work at full
+/// utilisation, so a third of a replica short is a queue that grows by a third of a replica's
+/// rate, while the noise of one reading is smaller.
+pub const MIN_SURPRISE: f64 = 0.3;
 
-/// How long a surprise keeps its level in the reserve, seconds: a day, so a burst pattern seen
-/// yesterday at this hour is still covered today, and a one-off burst is forgotten tomorrow.
-pub const MEMORY_S: f64 = 86_400.0;
+/// How long a surprise keeps its level in the reserve, seconds: two weeks, so a burst seen on
+/// any day of the last two (a weekly pattern included) is covered today, and a one-off burst
+/// is forgotten after them.
+pub const MEMORY_S: f64 = 14.0 * DAY_S;
+
+/// A day, seconds.
+pub const DAY_S: f64 = 86_400.0;
 
 /// A rise of the need by this many replicas within one start is an onset: demand no reactive
 /// policy meets in time.
@@ -89,14 +97,16 @@ pub struct Level {
 
 impl Reserve {
     /// Notes one evaluation: `need` replicas needed now, the policy's own order `ordered`
-    /// (replicas, before the reserve), over a start of `start_s` and a scale-down window of
-    /// `down_window_s`. Returns the surprise, when the need passed what the policy alone would
-    /// have had Ready.
+    /// (replicas, before the reserve), the replicas `ready_now` actually Ready (when known),
+    /// over a start of `start_s` and a scale-down window of `down_window_s`. Returns the
+    /// surprise, when the need passed what was Ready: what the policy alone would have had,
+    /// and no more than `ready_now`.
     pub fn note(
         &mut self,
         now: f64,
         need: f64,
         ordered: f64,
+        ready_now: Option<f64>,
         start_s: f64,
         down_window_s: f64,
     ) -> Option<Surprise> {
@@ -106,6 +116,7 @@ impl Reserve {
         let keep_s = start_s.max(0.0) + down_window_s.max(0.0);
         let surprise = self
             .ready_at(now, start_s, down_window_s)
+            .map(|alone| ready_now.map_or(alone, |r| alone.min(r)))
             .and_then(|ready| (need - ready >= MIN_SURPRISE).then_some(Surprise { need, ready }));
         if let Some(s) = surprise {
             self.mark(level_of(s.need), now);
@@ -229,7 +240,7 @@ mod tests {
     fn feed(r: &mut Reserve, from: f64, to: f64, need: impl Fn(f64) -> f64, order: f64) {
         let mut t = from;
         while t < to {
-            r.note(t, need(t), order.max(need(t)), 90.0, 60.0);
+            r.note(t, need(t), order.max(need(t)), None, 90.0, 60.0);
             t += 5.0;
         }
     }
@@ -242,7 +253,7 @@ mod tests {
         while t < 1200.0 {
             let need = 1.0 + 3.0 * t / 1200.0;
             let ahead = 1.0 + 3.0 * f64::min(t + 90.0, 1200.0) / 1200.0;
-            r.note(t, need, ahead, 90.0, 60.0);
+            r.note(t, need, ahead, None, 90.0, 60.0);
             t += 5.0;
         }
         assert_eq!(r.level(t).replicas, 0);
@@ -295,12 +306,37 @@ mod tests {
     }
 
     #[test]
+    fn an_order_that_readied_nothing_does_not_hide_a_surprise() {
+        // One replica Ready all along. One reading ordered two (between the HPA's reads, so
+        // nothing was started); the policy orders two again from 250 s, Ready a start later;
+        // at 300 s the need is 1.4 replicas.
+        let run = |ready_now: Option<f64>| {
+            let mut r = Reserve::default();
+            let mut t = 0.0;
+            let mut seen = None;
+            while t <= 300.0 {
+                let ordered = if t == 150.0 || t >= 250.0 { 2.0 } else { 1.0 };
+                let need = if t >= 300.0 { 1.4 } else { 0.3 };
+                seen = seen.or(r.note(t, need, ordered, ready_now, 90.0, 60.0));
+                t += 5.0;
+            }
+            (seen, r.level(t).replicas)
+        };
+        // By the orders alone, two were Ready and 1.4 fit: no surprise.
+        assert_eq!(run(None), (None, 0));
+        // One was: the burst outran it, and its level is held.
+        let (seen, level) = run(Some(1.0));
+        assert_eq!(seen.map(|s| s.ready), Some(1.0));
+        assert_eq!(level, 2);
+    }
+
+    #[test]
     fn nothing_is_judged_before_the_orders_reach_back_a_start() {
         let mut r = Reserve::default();
-        assert_eq!(r.note(0.0, 5.0, 1.0, 90.0, 60.0), None);
-        assert_eq!(r.note(45.0, 5.0, 1.0, 90.0, 60.0), None);
-        assert!(r.note(95.0, 5.0, 1.0, 90.0, 60.0).is_some());
+        assert_eq!(r.note(0.0, 5.0, 1.0, None, 90.0, 60.0), None);
+        assert_eq!(r.note(45.0, 5.0, 1.0, None, 90.0, 60.0), None);
+        assert!(r.note(95.0, 5.0, 1.0, None, 90.0, 60.0).is_some());
         assert!(r.orders.len() <= MAX_ORDERS);
-        assert_eq!(r.note(f64::NAN, 5.0, 1.0, 90.0, 60.0), None);
+        assert_eq!(r.note(f64::NAN, 5.0, 1.0, None, 90.0, 60.0), None);
     }
 }

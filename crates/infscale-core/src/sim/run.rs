@@ -179,11 +179,12 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
     run_learned(trace, hw, policy, settings, ScalerState::default())
 }
 
-/// Runs `policy` over `trace` the day after `yesterday`: a policy that learns across days
-/// (`reserve=auto`, `hold=auto`) first runs yesterday, and starts the day with what outlasts it
-/// ([`ScalerState::carried`]), its times a day earlier; any other policy just runs the day.
+/// Runs `policy` over `trace` after the days `before` (oldest first): a policy that learns
+/// across days (`reserve=auto`, `hold=auto`) first runs them in turn, each starting with what
+/// outlasted the one before ([`ScalerState::carried`], its times a day's length earlier), and
+/// starts the day with what outlasts the last; any other policy just runs the day.
 pub fn run_after(
-    yesterday: &Trace,
+    before: &[&Trace],
     trace: &Trace,
     hw: &Hardware,
     policy: &Policy,
@@ -197,8 +198,11 @@ pub fn run_after(
         series_every_s: 0.0,
         ..settings.clone()
     };
-    let before = run(yesterday, hw, policy, &quiet);
-    let learned = before.learned.carried(yesterday.duration);
+    let learned = before.iter().fold(ScalerState::default(), |learned, day| {
+        run_learned(day, hw, policy, &quiet, learned)
+            .learned
+            .carried(day.duration)
+    });
     run_learned(trace, hw, policy, settings, learned)
 }
 

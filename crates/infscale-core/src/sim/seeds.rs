@@ -11,6 +11,7 @@ use super::replica::Hardware;
 use super::report::{self, Summary};
 use super::run::{self, Settings};
 use super::trace::Trace;
+use crate::control::reserve;
 use crate::policy::Policy;
 use crate::table::{Align::*, Names, Table};
 use rayon::prelude::*;
@@ -187,6 +188,22 @@ impl Day {
     }
 }
 
+/// Days a learning policy runs before each judged day: the reserve's memory, in days
+/// ([`reserve::MEMORY_S`]), so each day starts with what two weeks of the
+/// family taught it, as a target that has run that long would.
+pub const HISTORY_DAYS: usize = (reserve::MEMORY_S / reserve::DAY_S) as usize;
+
+/// The days before day `t`, oldest first: the list's previous [`HISTORY_DAYS`] (wrapping
+/// round to its end), never the day itself, so a family of fewer days has fewer before each.
+fn days_before(days: &[Day], t: usize) -> Vec<&Trace> {
+    let n = days.len();
+    let h = HISTORY_DAYS.min(n.saturating_sub(1));
+    (1..=h)
+        .rev()
+        .map(|back| &days[(t + n - back) % n].trace)
+        .collect()
+}
+
 /// Runs every policy on every day and each day's clairvoyant bound (capped at `cap` replicas),
 /// in parallel on all cores: the bounds first (a warm start from the bound needs its count),
 /// then the runs. `tick` is called once per job done (days x (policies + 1) of them, for a
@@ -220,9 +237,8 @@ pub fn judge(
         .with_max_len(1)
         .map(|&(t, p)| {
             let (day, settings) = (&days[t], &settings[t]);
-            // The day before is the list's previous day (the last, for the first).
-            let yesterday = &days[(t + days.len() - 1) % days.len()].trace;
-            let r = run::run_after(yesterday, &day.trace, &day.hw, &policies[p], settings);
+            let before = days_before(days, t);
+            let r = run::run_after(&before, &day.trace, &day.hw, &policies[p], settings);
             tick();
             (t, p, report::summarize(&specs[p], &r, settings.slo_ttft_s))
         })
@@ -345,6 +361,39 @@ pub(crate) mod tests {
         assert!(v["ttft_p50_s"].is_null());
         assert_eq!(v["slo_miss_pct_max"], 4.0);
         assert!(table(&[j], &[]).contains("  2.00%"));
+    }
+
+    #[test]
+    fn a_day_learns_from_the_days_before_it_never_from_itself() {
+        let hw = Hardware::new(crate::sim::gpu::GpuModel::default());
+        let days_of = |n: u64| {
+            let traces = (1..=n)
+                .map(|seed| Scenario::steady(1.0, 10.0 + seed as f64, seed).generate())
+                .collect::<Result<Vec<_>, _>>();
+            traces.map(|t| Day::all(t, &hw, &Settings::default()))
+        };
+        let Ok(days) = days_of(20) else {
+            panic!("the steady scenario generates");
+        };
+        // Two weeks before day 16, oldest first; day 3's wrap round the list's end.
+        let durations =
+            |t: usize| -> Vec<f64> { days_before(&days, t).iter().map(|d| d.duration).collect() };
+        let expected: Vec<f64> = (2..16).map(|i| days[i].trace.duration).collect();
+        assert_eq!(durations(16), expected);
+        let expected: Vec<f64> = (9..20)
+            .chain(0..3)
+            .map(|i| days[i].trace.duration)
+            .collect();
+        assert_eq!(durations(3), expected);
+        // Three days: two before each, never the day itself; one day: none.
+        let Ok(few) = days_of(3) else {
+            panic!("the steady scenario generates");
+        };
+        assert_eq!(days_before(&few, 0).len(), 2);
+        let Ok(one) = days_of(1) else {
+            panic!("the steady scenario generates");
+        };
+        assert!(days_before(&one, 0).is_empty());
     }
 
     #[test]

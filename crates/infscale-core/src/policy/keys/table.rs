@@ -252,7 +252,7 @@ pub const KEYS: &[Key] = &[
         unit: "HOW",
         kind: Kind::Word(&["off", "auto"]),
         default: "off",
-        doc: "auto: keep standing the highest replica count the traffic has needed faster than a start could follow (a need above what the policy alone would have had Ready, ordered a start earlier), for a day; smooth traffic keeps none, bursts after idle gaps keep their level as a fixed fleet would",
+        doc: "auto: keep standing the highest replica count the traffic has needed faster than a start could follow (a need above what was Ready: what the policy alone would have had, ordered a start earlier, and no more than were), for two weeks; smooth traffic keeps none, bursts keep their level as a fixed fleet would",
         parse: |k, p, v| word(k, v).map(|i| p.reserve = i == 1),
         render: |p| p.reserve.then(|| "auto".to_owned()),
     },
