@@ -58,6 +58,7 @@ async fn a_held_request_wakes_the_deployment() {
         use_kube: true,
         scrape_via: Some(ScrapeVia::Direct),
         paths: None,
+        state_dir: None,
         serve_mode: Default::default(),
         limits: infscale::serve::limits::Limits {
             max_page_bytes: 1 << 20,

@@ -71,6 +71,11 @@ pub struct Args {
     /// (a page that does not fit fails for its pod alone).
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub scrape_memory_bytes: usize,
+    /// Keep what each target's decision learned (`reserve=auto`, `hold=auto`) in this directory,
+    /// one file per trigger written at most once a minute, so a restart keeps it (an emptyDir
+    /// outlives a container's restart, a volume the pod's) [default: in memory only].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Stop a target's collector after this many seconds without a call for it.
     #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     pub idle_stop_seconds: f64,
@@ -250,6 +255,10 @@ fn serve_mode(
 /// The scaler's configuration from its flags.
 pub fn config(args: &Args) -> anyhow::Result<Config> {
     let limits = limits(args)?;
+    if let Some(dir) = &args.state_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--state-dir {}: cannot create it", dir.display()))?;
+    }
     let metrics_listen =
         match args.metrics_listen.as_str() {
             "none" => None,
@@ -281,6 +290,7 @@ pub fn config(args: &Args) -> anyhow::Result<Config> {
             args.lease_seconds,
         )?,
         limits,
+        state_dir: args.state_dir.clone(),
     })
 }
 

@@ -236,6 +236,7 @@ pub async fn run(
         paths,
         serve_mode: Default::default(),
         limits: crate::serve::limits::Limits::default(),
+        state_dir: None,
     })
     .await?;
     let grpc = scaler.grpc_addr()?;

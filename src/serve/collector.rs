@@ -17,6 +17,7 @@ use super::activators;
 use super::deletion_cost::{CostWriter, Written};
 use super::discovery::{wall_clock_s, Discovery, DiscoveryError, PodEndpoint, PodStart};
 use super::limits::Limits;
+use super::memory_file::MemoryFile;
 use super::metadata::TargetSpec;
 use super::path::PathHandle;
 use super::scrape::{ScrapeError, Scraper};
@@ -73,6 +74,8 @@ pub struct Shared {
     pub paths: Option<Arc<dyn super::path::PathWriter>>,
     /// The pace serve mode's probes keep together, across every trigger.
     pub probes: Arc<super::path::Probes>,
+    /// Where each target's learned memory is kept across restarts, if anywhere.
+    pub state_dir: Option<Arc<std::path::PathBuf>>,
 }
 
 impl Shared {
@@ -163,7 +166,20 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
     let _scrapes = AbortOnDrop(tokio::spawn(
         scrape_rounds(shared.clone(), spec.clone(), rounds_tx).in_current_span(),
     ));
-    let mut state = ScalerState::default();
+    let mut memory = shared
+        .state_dir
+        .as_deref()
+        .map(|dir| MemoryFile::new(dir, &spec.key));
+    let mut state = memory
+        .as_ref()
+        .and_then(|m| match m.load(shared.now(), wall_clock_s()) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                tracing::warn!(error = %e, "the target's saved memory is not used; it starts fresh");
+                None
+            }
+        })
+        .unwrap_or_default();
     let mut pods = Pods::Unknown("waiting for the first pod list".to_owned());
     let mut log = ScrapeLog::default();
     // KEDA's side of the loop is KEDA's; the collector keeps the loop's rule on when to evaluate.
@@ -263,6 +279,12 @@ async fn run(shared: Shared, spec: TargetSpec, tx: watch::Sender<Reading>) {
             &mut state,
             cold.learned(),
         );
+        if let Some(Err(e)) = memory
+            .as_mut()
+            .and_then(|m| m.save_due(shared.now(), wall_clock_s(), &state))
+        {
+            tracing::warn!(error = %e, "the target's memory was not saved");
+        }
         if let Some(p) = path.as_mut() {
             p.apply(shared.now(), pods.ready(), held, &mut report);
             series.activator_route(

@@ -10,7 +10,8 @@
 //! [`telemetry`] is the scaler's own `/metrics`. In serve mode, [`path`] puts the activator in a
 //! model Service's path while it is needed ([`path_kube`]: an EndpointSlice) and out of it once
 //! the replicas carry the traffic. [`limits`] holds every operational bound, passed
-//! down from the server to each part.
+//! down from the server to each part. With `--state-dir`, [`memory_file`] keeps what each
+//! target's decision learned across a restart.
 
 pub(crate) mod activator;
 pub(crate) mod activators;
@@ -21,6 +22,7 @@ pub(crate) mod deletion_cost;
 pub mod discovery;
 pub mod lease;
 pub mod limits;
+pub mod memory_file;
 pub mod metadata;
 pub(crate) mod path;
 pub mod path_kube;

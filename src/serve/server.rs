@@ -54,6 +54,8 @@ pub struct Config {
     pub paths: Option<Paths>,
     /// How serve mode places models on the activator, and who writes each Service's slice.
     pub serve_mode: super::path_kube::ServeModeSettings,
+    /// Where each target's learned memory is kept across restarts (`--state-dir`), if anywhere.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// A serve-mode [`PathWriter`] given to the scaler (the demo's Service, say).
@@ -197,6 +199,7 @@ impl Listening {
             telemetry: telemetry.clone(),
             epoch: Instant::now(),
             limits,
+            state_dir: config.state_dir.clone().map(Arc::new),
         };
         let registry = Arc::new(Registry::new(shared, &limits));
         let reaper = {

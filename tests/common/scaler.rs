@@ -24,6 +24,7 @@ pub fn config() -> Config {
         paths: None,
         serve_mode: Default::default(),
         limits: Limits::default(),
+        state_dir: None,
     }
 }
 
