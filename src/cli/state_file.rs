@@ -2,7 +2,7 @@
 //! source's counters, kept as JSON between runs (read through [`super::files`], at most
 //! [`infscale_core::limits::MAX_CONFIG_FILE_BYTES`]).
 
-use crate::edge::files::read_text;
+use crate::edge::files::{read_text, write_whole};
 use anyhow::Context;
 use infscale_core::control::decision::ScalerState;
 use infscale_core::limits::MAX_CONFIG_FILE_BYTES;
@@ -31,11 +31,7 @@ pub fn save_state(path: Option<&Path>, state: &ScalerState) -> anyhow::Result<()
     let Some(path) = path else {
         return Ok(());
     };
-    let tmp = path.with_extension("tmp");
-    let json = serde_json::to_vec_pretty(state)?;
-    std::fs::write(&tmp, json).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))?;
-    Ok(())
+    write_whole(path, &serde_json::to_vec_pretty(state)?)
 }
 
 /// Seconds since the Unix epoch: the clock `decide` and `kube` keep their state on.

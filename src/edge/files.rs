@@ -1,4 +1,5 @@
-//! Text files infscale reads (traces, scenario and GPU YAML, state files, the activator's routes, TLS PEM files), bounded.
+//! Text files infscale reads (traces, scenario and GPU YAML, state files, the activator's routes, TLS PEM files), bounded,
+//! and the state files it writes, whole or not at all.
 //!
 //! `std::fs::read_to_string` trusts the file: pointed at `/dev/zero` or a pipe that never ends it
 //! reads until memory runs out. Here a file is read in chunks up to a cap
@@ -15,6 +16,14 @@ use std::path::Path;
 
 /// Bytes read at a time.
 const CHUNK: usize = 64 << 10;
+
+/// Writes `bytes` to `path` whole or not at all: to a temporary file beside it first, then
+/// renamed over it, so a reader (or a crash) never sees half a file; errors name the file.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("{}: cannot write", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))
+}
 
 /// The file at `path` as UTF-8 text of at most `cap` bytes; every error names the file.
 pub fn read_text(path: &Path, cap: u64) -> anyhow::Result<String> {

@@ -9,7 +9,7 @@
 //! fresh, and the next save replaces it. The file is read through [`crate::edge::files`], at
 //! most [`MAX_CONFIG_FILE_BYTES`].
 
-use crate::edge::files::read_text;
+use crate::edge::files::{read_text, write_whole};
 use infscale_core::control::decision::ScalerState;
 use infscale_core::limits::MAX_CONFIG_FILE_BYTES;
 use serde::{Deserialize, Serialize};
@@ -110,14 +110,10 @@ impl MemoryFile {
         Some(self.write(&saved))
     }
 
-    /// Writes to a temporary file first, then renames it over the old one.
     fn write(&self, saved: &Saved) -> Result<(), String> {
-        let cannot =
-            |e: &dyn std::fmt::Display| format!("{}: cannot write: {e}", self.path.display());
-        let json = serde_json::to_vec(saved).map_err(|e| cannot(&e))?;
-        let tmp = self.path.with_extension("tmp");
-        std::fs::write(&tmp, json).map_err(|e| cannot(&e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| cannot(&e))
+        let json = serde_json::to_vec(saved)
+            .map_err(|e| format!("{}: cannot write: {e}", self.path.display()))?;
+        write_whole(&self.path, &json).map_err(|e| format!("{e:#}"))
     }
 }
 
