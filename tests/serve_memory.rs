@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::keda::{client, metric_spec, metric_value, metrics_request, object};
+use common::keda::{client, metric_spec, metrics_request, object};
 use common::pods::{pod, Behaviour};
 use common::scaler::{config, start};
 use infscale::serve::server::Config;
@@ -58,28 +58,15 @@ async fn memory_file(dir: &Path) -> PathBuf {
     }
 }
 
-/// GetMetrics until `ok` holds for its value, for up to 10 s.
+/// GetMetrics for the trigger's metric until its value passes `ok`, for up to 10 s.
 async fn value_until(
     c: &mut common::keda::Client,
     so: &infscale::serve::proto::ScaledObjectRef,
+    wanted: &str,
     ok: impl Fn(f64) -> bool,
 ) -> f64 {
     let (name, _) = metric_spec(c, so).await.unwrap();
-    let req = metrics_request(so, &name);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let v = metric_value(c, &req).await;
-        if let Ok(v) = v {
-            if ok(v) {
-                return v;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "GetMetrics never answered as expected: {v:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::keda::value_until(c, &metrics_request(so, &name), wanted, ok).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +92,7 @@ async fn a_learned_reserve_holds_the_metric_up_after_a_restart() {
     {
         let running = start(cfg()).await;
         let mut c = client(running.grpc).await;
-        let v = value_until(&mut c, &so, |v| v < 1.0).await;
+        let v = value_until(&mut c, &so, "under 1", |v| v < 1.0).await;
         assert!(v < 1.0, "{v}");
     }
     let file = memory_file(&dir).await;
@@ -121,7 +108,7 @@ async fn a_learned_reserve_holds_the_metric_up_after_a_restart() {
     {
         let running = start(cfg()).await;
         let mut c = client(running.grpc).await;
-        let v = value_until(&mut c, &so, |v| v >= 3.0).await;
+        let v = value_until(&mut c, &so, "3 or more", |v| v >= 3.0).await;
         assert_eq!(v, 3.0);
     }
     // A memory that cannot be read: the target starts fresh (and is answered), and the file is
@@ -130,7 +117,7 @@ async fn a_learned_reserve_holds_the_metric_up_after_a_restart() {
     {
         let running = start(cfg()).await;
         let mut c = client(running.grpc).await;
-        let v = value_until(&mut c, &so, |v| v < 1.0).await;
+        let v = value_until(&mut c, &so, "under 1", |v| v < 1.0).await;
         assert!(v < 1.0, "{v}");
     }
     let text = std::fs::read_to_string(&file).unwrap();

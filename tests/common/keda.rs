@@ -90,16 +90,30 @@ pub async fn metric_value(c: &mut Client, req: &GetMetricsRequest) -> Result<f64
 
 /// GetMetrics until it answers with `expected` (or any value when `None`), for up to 10 s.
 pub async fn value_when(c: &mut Client, req: &GetMetricsRequest, expected: Option<f64>) -> f64 {
+    value_until(c, req, &format!("{expected:?}"), |v| {
+        expected.is_none_or(|e| e == v)
+    })
+    .await
+}
+
+/// GetMetrics until its value passes `ok` (`wanted` says what, for the failure), for up to 10 s.
+pub async fn value_until(
+    c: &mut Client,
+    req: &GetMetricsRequest,
+    wanted: &str,
+    ok: impl Fn(f64) -> bool,
+) -> f64 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(v) = metric_value(c, req).await {
-            if expected.is_none_or(|e| e == v) {
+        let answer = metric_value(c, req).await;
+        if let Ok(v) = answer {
+            if ok(v) {
                 return v;
             }
         }
         assert!(
             Instant::now() < deadline,
-            "GetMetrics never answered {expected:?}"
+            "GetMetrics never answered {wanted} (last: {answer:?})"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
