@@ -12,7 +12,8 @@
 #       github.com/Azure/AzurePublicDataset, data/ (one hour each, November 2023)
 #   conversation_trace.jsonl
 #       github.com/kvcache-ai/Mooncake, FAST25-release/traces/ (played at a quarter of its rate:
-#       its prompts average 12,000 tokens)
+#       its prompts average 12,000 tokens; with max=48: its days' bounds peak at 44 replicas,
+#       past the suite's --max of 8)
 # Extra arguments after these two go to `infscale simulate` (e.g. policies, --json, --families;
 # --anchors FILE reads the anchors a `--json` run saved instead of searching again).
 set -euo pipefail
@@ -22,7 +23,7 @@ days=${2:-40}
 shift $(( $# < 2 ? $# : 2 ))
 cargo build --release -q
 traces=()
-for spec in AzureLLMInferenceTrace_conv.csv AzureLLMInferenceTrace_code.csv conversation_trace.jsonl@0.25; do
+for spec in AzureLLMInferenceTrace_conv.csv AzureLLMInferenceTrace_code.csv conversation_trace.jsonl@0.25,max=48; do
   file=${spec%@*}
   if [ -f "$dir/$file" ]; then
     traces+=(--suite-trace "$dir/$spec")

@@ -20,7 +20,8 @@ pub type Judged = (Vec<(Family, Judgement)>, Option<Anchors>);
 
 /// Every policy of `specs` judged on every family and, with `search` (how many points of the
 /// search's grid to sample, 0: all), the search's points on the same days (sharing their
-/// bounds), split off as each family's anchors.
+/// bounds), split off as each family's anchors. A family with a `max` of its own runs the
+/// policies that set none, its fixed fleets and its search up to it.
 pub fn judge(
     families: Vec<Family>,
     specs: &[String],
@@ -29,40 +30,50 @@ pub fn judge(
     days_per_family: u64,
     quiet: bool,
 ) -> anyhow::Result<Judged> {
-    let searched = search.map_or_else(Vec::new, |n| anchors::search_points(sim.max, n));
-    let all: Vec<String> = specs.iter().chain(&searched).cloned().collect();
-    let policies = sim.policies(&all)?;
-    let days: usize = families.iter().map(|f| f.days.len()).sum();
-    let what = if searched.is_empty() {
+    let searched = |max: u32| search.map_or_else(Vec::new, |n| anchors::search_points(max, n));
+    let runs: usize = families
+        .iter()
+        .map(|f| f.days.len() * (specs.len() + searched(f.max.unwrap_or(sim.max)).len() + 1))
+        .sum();
+    let points = searched(sim.max).len();
+    let what = if points == 0 {
         "runs and bounds".to_owned()
     } else {
-        format!(
-            "runs and bounds ({} of the search's points)",
-            searched.len()
-        )
+        format!("runs and bounds ({points} of the search's points)")
     };
-    let bar = progress((days * (all.len() + 1)) as u64, &what, quiet)?;
+    let bar = progress(runs as u64, &what, quiet)?;
     let mut found = Vec::new();
-    let judged = families
-        .into_iter()
-        .map(|f| {
-            let mut j = seeds::judge(&all, &policies, &f.days, BOUND_CAP, &|| bar.inc(1));
-            let search = Judgement {
-                policies: j.policies.split_off(specs.len()),
-                ..j.clone()
-            };
-            found.push(anchors::of_family(&f.name, &search, &BAR));
-            (f, j)
-        })
-        .collect();
+    let mut judged = Vec::new();
+    for f in families {
+        let max = f.max.unwrap_or(sim.max);
+        let all: Vec<String> = specs.iter().cloned().chain(searched(max)).collect();
+        let policies = sim.policies_with_max(&all, max)?;
+        let mut j = seeds::judge(&all, &policies, &f.days, BOUND_CAP, &|| bar.inc(1));
+        let search = Judgement {
+            policies: j.policies.split_off(specs.len()),
+            ..j.clone()
+        };
+        found.push(anchors::of_family(&f.name, &search, &BAR));
+        judged.push((f, j));
+    }
     bar.finish_and_clear();
     let anchors = search.map(|_| Anchors {
         bar: BAR,
         days_per_family,
-        points: searched.len(),
+        points,
         families: found,
     });
     Ok((judged, anchors))
+}
+
+/// What the anchors' heading adds when a family has a `max` of its own: its fleets and its
+/// search go up to it.
+pub fn own_max_note(judged: &[(Family, Judgement)]) -> &'static str {
+    if judged.iter().any(|(f, _)| f.max.is_some()) {
+        "; a family with a max of its own (named in its heading) has fleets and a search up to it"
+    } else {
+        ""
+    }
 }
 
 /// The anchors saved in `path` (the JSON of `tune --suite --per-family` or of
@@ -116,9 +127,10 @@ pub fn per_family(
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{} points (fixed fleets 1..{} and the recommendation's neighbourhood) on {} families x {} days, {} loop; per family the cheapest with at most {}% misses on average and {}% on the worst of {} days, in excess of the bound's own:",
+        "{} points (fixed fleets 1..{} and the recommendation's neighbourhood{}) on {} families x {} days, {} loop; per family the cheapest with at most {}% misses on average and {}% on the worst of {} days, in excess of the bound's own:",
         anchors.points,
         sim.max,
+        own_max_note(&judged),
         judged.len(),
         plan.seeds,
         sim.mode,

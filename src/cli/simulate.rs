@@ -367,13 +367,23 @@ impl SimArgs {
 
     /// A policy string, with `--max` where it sets none.
     pub fn policy(&self, spec: &str) -> anyhow::Result<Policy> {
-        Policy::parse_with_max(spec, self.max).with_context(|| format!("policy {spec:?}"))
+        parse_policy(spec, self.max)
     }
 
     /// Every policy string, parsed as [`SimArgs::policy`] does.
     pub fn policies(&self, specs: &[String]) -> anyhow::Result<Vec<Policy>> {
-        specs.iter().map(|s| self.policy(s)).collect()
+        self.policies_with_max(specs, self.max)
     }
+
+    /// Every policy string, with `max` where it sets none (a suite family's own).
+    pub fn policies_with_max(&self, specs: &[String], max: u32) -> anyhow::Result<Vec<Policy>> {
+        specs.iter().map(|s| parse_policy(s, max)).collect()
+    }
+}
+
+/// A policy string, with `max` where it sets none.
+fn parse_policy(spec: &str, max: u32) -> anyhow::Result<Policy> {
+    Policy::parse_with_max(spec, max).with_context(|| format!("policy {spec:?}"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -408,8 +418,14 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["seed", "timeline", "write_trace", "plot", "trace"])]
     pub suite: bool,
     /// A production trace (any --trace-format but a scenario) to add to the suite as a family
-    /// of days in the seed's story; FILE@X plays it at X times its rate. Repeatable.
-    #[arg(long = "suite-trace", value_name = "FILE[@X]", requires = "suite")]
+    /// of days in the seed's story; FILE@X plays it at X times its rate, and ,max=N judges it
+    /// with at most N replicas where a policy sets no max (its fleets and search go up to N;
+    /// --max otherwise). Repeatable.
+    #[arg(
+        long = "suite-trace",
+        value_name = "FILE[@X][,max=N]",
+        requires = "suite"
+    )]
     pub suite_traces: Vec<String>,
     /// Only these families of the suite, comma-separated (e.g. default,on-off,trace:conv).
     #[arg(long, value_name = "LIST", requires = "suite")]

@@ -15,8 +15,10 @@ use std::process::ExitCode;
 /// Days per family when `--seeds` is not given.
 pub const DEFAULT_DAYS: u64 = 40;
 
-/// Reads `FILE[@X]` as a recorded trace named by the file's stem, at X times its rate.
-pub fn recorded(spec: &str) -> anyhow::Result<Recorded> {
+/// Reads `FILE[@X][,max=N]` as a recorded trace named by the file's stem, at X times its rate,
+/// judged with at most N replicas for policies that set no `max` (the suite's `--max` without).
+pub fn recorded(full: &str) -> anyhow::Result<Recorded> {
+    let (spec, max) = family_max(full)?;
     let (path, scale) = match spec.rsplit_once('@') {
         Some((p, x)) => (
             p,
@@ -52,7 +54,21 @@ pub fn recorded(spec: &str) -> anyhow::Result<Recorded> {
             limits::MAX_SIM_SECONDS
         );
     }
-    Ok(Recorded { name, trace })
+    Ok(Recorded { name, trace, max })
+}
+
+/// Splits `,max=N` off a `--suite-trace` spec.
+fn family_max(spec: &str) -> anyhow::Result<(&str, Option<u32>)> {
+    let Some((rest, n)) = spec.rsplit_once(",max=") else {
+        return Ok((spec, None));
+    };
+    match n.parse::<u32>() {
+        Ok(m) if (1..=limits::MAX_REPLICAS).contains(&m) => Ok((rest, Some(m))),
+        _ => bail!(
+            "--suite-trace {spec}: max={n:?}: expected 1 to {} replicas",
+            limits::MAX_REPLICAS
+        ),
+    }
 }
 
 /// The suite's plan from the flags `simulate --suite` and `tune --suite` share: the engine and
@@ -138,12 +154,13 @@ pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
     );
     if let Some(a) = &anchors {
         println!(
-            "anchors per family, each the cheapest with at most {}% misses on average and {}% on the worst of {} days (in excess of the bound's own): the best fixed fleet (min=max=N, N 1..{}) and the best of the search's {} points (the fleets and the recommendation's neighbourhood){}",
+            "anchors per family, each the cheapest with at most {}% misses on average and {}% on the worst of {} days (in excess of the bound's own): the best fixed fleet (min=max=N, N 1..{}) and the best of the search's {} points (the fleets and the recommendation's neighbourhood){}{}",
             a.bar.mean_pct,
             a.bar.day_pct,
             plan.seeds,
             args.sim.max,
             a.points,
+            anchors::own_max_note(&judged),
             args.anchors
                 .as_ref()
                 .map_or(String::new(), |p| format!(", read from {}", p.display()))
@@ -163,4 +180,22 @@ pub fn simulate(args: &Args, specs: &[String]) -> anyhow::Result<ExitCode> {
         suite::worst_table(&judged, anchors.as_ref(), super::simulate::ROLES)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_names_its_own_max_after_its_rate() {
+        assert_eq!(
+            family_max("t.jsonl@0.25,max=48").unwrap(),
+            ("t.jsonl@0.25", Some(48))
+        );
+        assert_eq!(family_max("t.csv").unwrap(), ("t.csv", None));
+        for bad in ["t.csv,max=0", "t.csv,max=many", "t.csv,max=10001"] {
+            let e = family_max(bad).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("1 to 10000"), "{e}");
+        }
+    }
 }

@@ -206,7 +206,11 @@ pub struct Args {
     #[arg(long, conflicts_with = "trace")]
     pub suite: bool,
     /// A production trace to add to the suite as a family (as `simulate --suite-trace`).
-    #[arg(long = "suite-trace", value_name = "FILE[@X]", requires = "suite")]
+    #[arg(
+        long = "suite-trace",
+        value_name = "FILE[@X][,max=N]",
+        requires = "suite"
+    )]
     pub suite_traces: Vec<String>,
     /// Only these families of the suite, comma-separated.
     #[arg(long, value_name = "LIST", requires = "suite")]

@@ -28,6 +28,9 @@ pub struct Family {
     pub name: String,
     pub about: String,
     pub days: Vec<Day>,
+    /// The most replicas for policies that set none, where the family sets its own (a trace
+    /// whose peak needs more than the suite's `--max`); `None`: the suite's.
+    pub max: Option<u32>,
 }
 
 /// A production trace to build story days from.
@@ -36,6 +39,8 @@ pub struct Recorded {
     /// A short name for the table (the file's stem).
     pub name: String,
     pub trace: Trace,
+    /// Its own `max`, as an operator sets one for a model this busy (`None`: the suite's).
+    pub max: Option<u32>,
 }
 
 /// The names of the generated families, in the order the suite runs them.
@@ -225,6 +230,7 @@ pub fn families(plan: &Plan) -> Result<Vec<Family>, TraceError> {
             name: (*name).to_owned(),
             about: about.to_owned(),
             days,
+            max: None,
         });
     }
     for r in plan.recorded.iter().filter(|r| wanted(&trace_family(r))) {
@@ -262,10 +268,13 @@ fn story_family(r: &Recorded, plan: &Plan) -> Result<Family, TraceError> {
     Ok(Family {
         name: trace_family(r),
         about: format!(
-            "{} ({:.1} req/s): 20 min at its rate, 10 at x3, 6 silent, 4 at x0.2; warm start",
-            r.name, rate
+            "{} ({:.1} req/s): 20 min at its rate, 10 at x3, 6 silent, 4 at x0.2; warm start{}",
+            r.name,
+            rate,
+            r.max.map_or_else(String::new, |m| format!("; max {m}"))
         ),
         days,
+        max: r.max,
     })
 }
 
@@ -470,6 +479,7 @@ mod tests {
         p.recorded.push(Recorded {
             name: "steady".to_owned(),
             trace,
+            max: Some(12),
         });
         let all = families(&p).unwrap();
         assert_eq!(all.len(), 1);
@@ -478,5 +488,7 @@ mod tests {
         assert!(f.days.iter().all(|d| d.settings.start == Start::Bound));
         assert_ne!(f.days[0].trace.requests, f.days[1].trace.requests);
         assert_eq!(f.days[0].trace.duration, Story::seed_day().duration());
+        assert_eq!(f.max, Some(12));
+        assert!(f.about.ends_with("; max 12"), "{}", f.about);
     }
 }
