@@ -120,22 +120,23 @@ fn judge_all(
     what: &str,
 ) -> anyhow::Result<Vec<(Family, Judgement)>> {
     let families = suite::families(plan)?;
-    let policies = args.sim.policies(specs)?;
     let days: usize = families.iter().map(|f| f.days.len()).sum();
     let bar = progress((days * (specs.len() + 1)) as u64, what, args.json)?;
-    let judged = families
-        .into_iter()
-        .map(|f| {
-            let j = seeds::judge(
-                specs,
-                &policies,
-                &f.days,
-                super::simulate::BOUND_CAP,
-                &|| bar.inc(1),
-            );
-            (f, j)
-        })
-        .collect();
+    let mut judged = Vec::new();
+    for f in families {
+        // A family with a max of its own (a busy trace's) runs the points that set none at it.
+        let policies = args
+            .sim
+            .policies_with_max(specs, f.max.unwrap_or(args.sim.max))?;
+        let j = seeds::judge(
+            specs,
+            &policies,
+            &f.days,
+            super::simulate::BOUND_CAP,
+            &|| bar.inc(1),
+        );
+        judged.push((f, j));
+    }
     bar.finish_and_clear();
     Ok(judged)
 }
