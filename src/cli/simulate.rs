@@ -43,9 +43,10 @@ pub const DEFAULT_POLICIES: &[&str] = &[
 /// bursty traffic.
 pub const RECOMMENDED: &str =
     "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto";
-/// The same with scale to zero behind the activator, after five idle minutes.
-pub const RECOMMENDED_TO_ZERO: &str =
-    "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300";
+/// The same with scale to zero behind the activator, after five idle minutes past the longest
+/// lull the traffic came back from (`hold=idle`: none at first; never past 30 minutes, so a
+/// night still ends at zero).
+pub const RECOMMENDED_TO_ZERO: &str = "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300,hold=idle";
 
 /// The short names tables give this project's recommendations, the full strings listed below.
 pub const ROLES: &[(&str, &str)] = &[

@@ -10,7 +10,7 @@ use crate::control::keda;
 pub use crate::control::memory::ScalerState;
 use crate::control::several;
 use crate::policy::behavior::Limited;
-use crate::policy::{Forecast, Metric, Policy};
+use crate::policy::{Forecast, HoldRule, Metric, Policy};
 use crate::project::asleep;
 use crate::project::demand::{Demand, Observation};
 use crate::project::floors;
@@ -218,7 +218,7 @@ fn hold_floor(
     v: f64,
     lines: &mut Steps,
 ) -> f64 {
-    let (true, Some(need)) = (policy.hold, rate_need) else {
+    let (HoldRule::Auto, Some(need)) = (policy.hold, rate_need) else {
         return v;
     };
     state.hold.note(need, now);
@@ -290,7 +290,7 @@ fn held_active(
     activity: Activity,
     cause: ActivityCause,
 ) -> (Activity, ActivityCause) {
-    if !policy.hold || obs.scraped_at.is_none() {
+    if policy.hold == HoldRule::Off || obs.scraped_at.is_none() {
         return (activity, cause);
     }
     state

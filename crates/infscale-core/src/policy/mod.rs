@@ -134,6 +134,20 @@ pub enum PolicyError {
     Invalid(String),
 }
 
+/// What `hold` holds through the gaps the traffic came back from ([`crate::control::hold`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HoldRule {
+    /// Nothing.
+    #[default]
+    Off,
+    /// Each replica count, and at one replica the target's activity.
+    Auto,
+    /// Only the last replica: an idle target stays active through the lulls it came back from,
+    /// so it scales to zero only after a silence longer than those (a night).
+    Idle,
+}
+
 /// How the lookahead projects demand over its horizon.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -193,9 +207,9 @@ pub struct Policy {
     /// Credit for replicas already starting.
     #[serde(default)]
     pub credit: bool,
-    /// Hold each replica count through the gaps the traffic came back from ([`crate::control::hold`]).
+    /// What to hold through the gaps the traffic came back from ([`crate::control::hold`]).
     #[serde(default)]
-    pub hold: bool,
+    pub hold: HoldRule,
     /// Keep standing the level bursts reached faster than a start ([`crate::control::reserve`]).
     #[serde(default)]
     pub reserve: bool,
@@ -294,7 +308,7 @@ impl Policy {
             slo_s: 0.0,
             guard: false,
             credit: false,
-            hold: false,
+            hold: HoldRule::Off,
             reserve: false,
             learned_start_s: None,
             prefill_rate: DEFAULT_PREFILL_RATE,

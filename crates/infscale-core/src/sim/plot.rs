@@ -295,7 +295,7 @@ mod tests {
     /// The demo's picture: its row and the simulator's, under the long policy string.
     fn demo_svg() -> String {
         let trace = Scenario::default_day().generate().unwrap();
-        let policy = "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300";
+        let policy = "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300,hold=idle";
         let settings = Settings {
             series_every_s: 15.0,
             ..Settings::default()

@@ -23,7 +23,7 @@ use crate::control::deletion_cost;
 use crate::observe::counts::{Counts, HostCounts};
 use crate::observe::metrics::rates::Snapshot;
 use crate::observe::metrics::ServerChoice;
-use crate::policy::Policy;
+use crate::policy::{HoldRule, Policy};
 use crate::project::cold_start::{ColdStarts, HoldTimer};
 use crate::project::demand::Observation;
 use crate::project::fleet::{self, Fetched, Fleet, Input};
@@ -190,7 +190,7 @@ pub fn run_after(
     policy: &Policy,
     settings: &Settings,
 ) -> Run {
-    if !(policy.reserve || policy.hold) {
+    if !(policy.reserve || policy.hold != HoldRule::Off) {
         return run(trace, hw, policy, settings);
     }
     let quiet = Settings {

@@ -666,3 +666,63 @@ fn an_unknown_activity_keeps_its_own_cause_behind_further_metrics() {
     assert_eq!(e.activity_cause, ActivityCause::HeldUnread);
     assert!(matches!(e.lines.last(), Some(Step::Also { .. })));
 }
+
+/// Busy for 100 s, idle for 60, busy again for 30, then idle: the activity 25 s into the
+/// second lull, under `spec`.
+fn activity_in_second_lull(spec: &str) -> (Activity, ActivityCause) {
+    let policy = Policy::parse(spec).unwrap();
+    let mut state = ScalerState::default();
+    let busy = [replica(2.0, 0.0)];
+    let idle = [replica(0.0, 0.0)];
+    let mut t = 0.0;
+    let mut last = None;
+    while t <= 225.0 {
+        let lull = (100.0..165.0).contains(&t) || t > 195.0;
+        let pods: &[Replica] = if lull { &idle } else { &busy };
+        let e = evaluate(&policy, &observe(t, 1, pods, 0.0), &mut state);
+        last = Some((e.activity, e.activity_cause));
+        t += 5.0;
+    }
+    last.unwrap()
+}
+
+#[test]
+fn hold_idle_keeps_a_target_active_through_a_lull_like_one_it_came_back_from() {
+    let (activity, cause) = activity_in_second_lull("queue:4,min=0,cooldown=60,hold=idle");
+    assert_eq!(activity, Activity::Active);
+    assert!(
+        matches!(cause, ActivityCause::WithinHold { learned_gap_s: Some(g), .. } if (60.0..=70.0).contains(&g)),
+        "{cause:?}"
+    );
+    // Without it the lull is idle, and KEDA's cooldown starts.
+    let (activity, _) = activity_in_second_lull("queue:4,min=0,cooldown=60");
+    assert_eq!(activity, Activity::Idle);
+}
+
+#[test]
+fn hold_idle_holds_no_count_above_one() {
+    // Four replicas at 10 req/s each for a minute, then at 2, then at 10 again: the rate needs
+    // four replicas, then one, then four; `auto` learns the gap at four and holds four in the
+    // next fall, `idle` lets it go.
+    let fall = |spec: &str| {
+        let policy = Policy::parse(spec).unwrap();
+        let mut state = ScalerState::default();
+        let mut t = 0.0;
+        let mut last = None;
+        while t <= 215.0 {
+            let high = t < 60.0 || (120.0..180.0).contains(&t);
+            let (running, per_s) = if high { (40.0, 10.0) } else { (8.0, 2.0) };
+            let pods: Vec<Replica> = (0..4).map(|_| flowing(running, 0.0, per_s)).collect();
+            last = Some(decide(&policy, &observe(t, 4, &pods, 0.0), &mut state));
+            t += 5.0;
+        }
+        last.unwrap()
+    };
+    let held = |d: &Decision| d.lines.iter().any(|s| matches!(s, Step::Hold { .. }));
+    assert!(held(&fall(
+        "queue:48,forecast=history,lookahead=30,hold=auto"
+    )));
+    assert!(!held(&fall(
+        "queue:48,forecast=history,lookahead=30,hold=idle"
+    )));
+}

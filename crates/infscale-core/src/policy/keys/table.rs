@@ -8,7 +8,9 @@ use super::values::{
 use super::{Direction, Home, Key, Kind, PER_SECOND, SECONDS};
 use crate::policy::behavior::{Behavior, Controller, RateKind};
 use crate::policy::DEFAULT_WRITES_PER_MINUTE;
-use crate::policy::{Forecast, Metric, DEFAULT_DECODE_RATE, DEFAULT_PREFILL_RATE, DEFAULT_TREND_S};
+use crate::policy::{
+    Forecast, HoldRule, Metric, DEFAULT_DECODE_RATE, DEFAULT_PREFILL_RATE, DEFAULT_TREND_S,
+};
 
 /// The longest window, period or lookahead, seconds (the HPA's bound on windows).
 const HOUR: u32 = 3600;
@@ -239,11 +241,15 @@ pub const KEYS: &[Key] = &[
         home: Home::Trigger("hold"),
         flag: "hold",
         unit: "HOW",
-        kind: Kind::Word(&["off", "auto"]),
+        kind: Kind::Word(&["off", "auto", "idle"]),
         default: "off",
-        doc: "auto: after the replicas needed fall, hold each count for as long as the longest gap the traffic came back from within the last hour (x1.25, at least the lookahead, at most 30 min); at one replica it keeps IsActive true, so bursts minutes apart keep a replica and a long silence goes to zero",
-        parse: |k, p, v| word(k, v).map(|i| p.hold = i == 1),
-        render: |p| p.hold.then(|| "auto".to_owned()),
+        doc: "auto: after the replicas needed fall, hold each count for as long as the longest gap the traffic came back from within the last hour (x1.25, at least the lookahead, at most 30 min); at one replica it keeps IsActive true, so bursts minutes apart keep a replica and a long silence goes to zero. idle: only that last part, the step to zero: an idle target stays active through the lulls it came back from, and above one replica the policy scales as without",
+        parse: |k, p, v| word(k, v).map(|i| p.hold = [HoldRule::Off, HoldRule::Auto, HoldRule::Idle][i]),
+        render: |p| match p.hold {
+            HoldRule::Off => None,
+            HoldRule::Auto => Some("auto".to_owned()),
+            HoldRule::Idle => Some("idle".to_owned()),
+        },
     },
     Key {
         name: "reserve",

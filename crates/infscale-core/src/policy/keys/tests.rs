@@ -155,6 +155,7 @@ fn a_policys_spec_reads_back_to_the_same_policy() {
         "queue:24",
         "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto",
         "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300",
+        "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300,hold=idle",
         "work:0.8,lookahead=auto,min=2,max=7,downpods=1,downperiod=30,uppercent=50",
         "kv:0.8,tolerance=0.05,upwindow=30,legacy=true",
         "queue+kv:48,0.8,slo=1.5,guard=true,deletioncost=true,hold=auto",
