@@ -61,7 +61,7 @@ pub enum ActivityCause {
     Released,
     /// Everything read, nothing above the activation level.
     Idle { in_flight: f64, activation: f64 },
-    /// Idle, but within `hold=auto`'s hold of one replica.
+    /// Idle, but within the hold of one replica (`hold=auto` or `hold=idle`).
     WithinHold {
         hold_s: f64,
         learned_gap_s: Option<f64>,

@@ -279,9 +279,9 @@ fn reserve_floor(
     floor
 }
 
-/// `hold=auto` at one replica: a target idle within the hold of one replica stays active, so
-/// KEDA's cooldown starts only once the lull has outlasted the idle gaps the traffic came back
-/// from.
+/// `hold=auto` or `hold=idle` at one replica: a target idle within the hold of one replica stays
+/// active, so KEDA's cooldown starts only once the lull has outlasted the idle gaps the traffic
+/// came back from.
 fn held_active(
     policy: &Policy,
     state: &mut ScalerState,

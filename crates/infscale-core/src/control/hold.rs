@@ -1,5 +1,5 @@
-//! Capacity held through the gaps the traffic has shown it comes back from (`hold=auto`): a
-//! break-even rule per replica, zero included.
+//! Capacity held through the gaps the traffic has shown it comes back from (`hold=auto`; its
+//! step to zero alone is `hold=idle`): a break-even rule per replica, zero included.
 //!
 //! A replica given back in a lull costs a cold start when the load returns: its billing during
 //! the start, and the first tokens that wait meanwhile. Kept through the lull, it costs the lull.

@@ -49,7 +49,8 @@ pub struct ScalerState {
     /// The gaps each replica count the admitted rate needed came back from, for `hold=auto`.
     #[serde(default)]
     pub hold: Hold,
-    /// The idle gaps the traffic came back from (count 1: anything in flight), for `hold=auto`.
+    /// The idle gaps the traffic came back from (count 1: anything in flight), for `hold=auto`
+    /// and `hold=idle`.
     #[serde(default)]
     pub idle: Hold,
     /// The bursts that outran the policy, for `reserve=auto`.
