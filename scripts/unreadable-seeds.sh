@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
 bin=target/release/infscale
-policies=("queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto" "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300")
+policies=("queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto" "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto,min=0,cooldown=300,hold=idle")
 for u in 0 0.05 0.2; do
   for seed in $(seq 1 20); do
     "$bin" simulate "${policies[@]}" --seed "$seed" --unreadable "$u" --json
