@@ -1,5 +1,5 @@
 //! What each target's decision learned, kept across a restart of `serve` (`--state-dir`): the
-//! learned reserve, holds and gaps of `reserve=auto` and `hold=auto` (what
+//! learned reserve, holds and gaps of `reserve=auto` and `hold=auto` or `hold=idle` (what
 //! [`ScalerState::carried`] keeps), one JSON file per trigger, at most once a minute.
 //!
 //! `serve` measures time from its own start, so a file records the collector's clock and the
