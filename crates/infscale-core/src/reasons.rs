@@ -231,6 +231,8 @@ pub enum Step {
         lookahead_s: f64,
         safe: f64,
         needed: u32,
+        /// The peak need of the last two weeks capped the forecast at `needed`.
+        capped_at_peak: bool,
         floor: f64,
         target: f64,
     },

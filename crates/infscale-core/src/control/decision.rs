@@ -67,6 +67,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
             v = floors::credit(policy, obs, &flow, &state.capacity, v, &mut lines);
         }
         if history {
+            let peak = peak(policy, state, obs.now);
             v = floors::rate_forecast_floor(
                 policy,
                 &flow,
@@ -74,6 +75,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
                 &state.capacity,
                 // The admitted rate is the scrape's: evaluations between scrapes add nothing.
                 obs.scraped_at.unwrap_or(obs.now),
+                peak,
                 v,
                 &mut lines,
             );
@@ -277,6 +279,18 @@ fn reserve_floor(
         target: policy.target,
     });
     floor
+}
+
+/// `reserve=auto`'s peak need, from this metric's memory or a further metric's (the need is read
+/// where `work` is evaluated): the forecast orders no more.
+fn peak(policy: &Policy, state: &ScalerState, now: f64) -> Option<u32> {
+    if !policy.reserve {
+        return None;
+    }
+    std::iter::once(&state.reserve)
+        .chain(state.others.iter().map(|o| &o.state.reserve))
+        .filter_map(|r| r.peak(now))
+        .max()
 }
 
 /// `hold=auto` or `hold=idle` at one replica: a target idle within the hold of one replica stays

@@ -62,18 +62,33 @@ pub struct ScalerState {
 }
 
 impl ScalerState {
-    /// What outlasts a day, for the day after (its times `seconds` earlier): the bursts
-    /// `reserve=auto` learned, its own and each further metric's; the rest is this day's.
+    /// What outlasts a restart or a day, for what comes after (its times `seconds` earlier): the
+    /// bursts and the peak `reserve=auto` learned and the gaps `hold` learned, its own and each
+    /// further metric's; the rest is this run's.
     pub fn carried(&self, seconds: f64) -> ScalerState {
+        self.carried_with(|r| r.earlier_by(seconds), seconds)
+    }
+
+    /// What outlasts a whole day, for the day after it: as [`ScalerState::carried`], and the
+    /// reserve's memory now holds a day ([`Reserve::after_a_day`]).
+    pub fn after_a_day(&self, day_s: f64) -> ScalerState {
+        self.carried_with(|r| r.after_a_day(day_s), day_s)
+    }
+
+    fn carried_with(
+        &self,
+        reserve: impl Fn(&Reserve) -> Reserve + Copy,
+        seconds: f64,
+    ) -> ScalerState {
         ScalerState {
-            reserve: self.reserve.earlier_by(seconds),
+            reserve: reserve(&self.reserve),
             hold: self.hold.earlier_by(seconds),
             idle: self.idle.earlier_by(seconds),
             others: self
                 .others
                 .iter()
                 .map(|o| OtherMetric {
-                    state: o.state.carried(seconds),
+                    state: o.state.carried_with(reserve, seconds),
                     ..OtherMetric::default()
                 })
                 .collect(),

@@ -20,6 +20,13 @@
 //! fixed fleet chosen for them would, and above it the policy still reacts. The worst day is
 //! often a burst the day before did not show, and some day of the two weeks before did.
 //!
+//! It also keeps the *peak*: the highest level the need reached within [`MEMORY_S`] (and the
+//! most replicas Ready). Once the memory holds [`PEAK_DAYS`], the rate forecast's floor orders no
+//! more than that peak ([`Reserve::peak`]): a forecast reads a ramp's slope, and the target's
+//! own past says where its ramps stop. Where the fleet ran more than [`NEED_GUIDE_RATIO`] times
+//! the peak need, something the need does not count (long prompts queued behind each other's
+//! prefill, say) set the count, and the peak caps nothing.
+//!
 //! The state is bounded (the orders of the last start plus scale-down window, and one time per
 //! replica count) and serialises with the rest of the decision's memory, so it survives a
 //! restart of `decide` and travels in `serve`'s state.
@@ -46,6 +53,16 @@ pub const ONSET_RISE: f64 = 1.5;
 /// Two onsets to a level within this many seconds of each other (and a start apart) make the
 /// level a reserve: bursts that repeat, not a ramp a day sees once, seconds.
 pub const REPEAT_S: f64 = 600.0;
+
+/// The peak need caps the forecast only where the most replicas Ready within [`MEMORY_S`] were
+/// at most this many times it: beyond that, the need (work at full utilisation) is no guide to
+/// the count the target runs at.
+pub const NEED_GUIDE_RATIO: f64 = 4.0;
+
+/// The peak caps nothing until the memory holds this many days: a week, so the peak is the
+/// week's, weekend and weekdays; after fewer days a day above them met a cap set by lower ones,
+/// and the surprises it sprang were held in the reserve for two weeks.
+pub const PEAK_DAYS: u32 = 7;
 
 /// Reserve levels remembered at most (a level is a replica count).
 const MAX_LEVEL: usize = 1024;
@@ -75,6 +92,18 @@ pub struct Reserve {
     /// For each level `k` (index `k - 1`), when an onset last reached it.
     #[serde(default)]
     pub onsets: Vec<f64>,
+    /// For each level `k` (index `k - 1`), when the need last reached it.
+    #[serde(default)]
+    pub reached: Vec<f64>,
+    /// For each count `k` (index `k - 1`), when at least that many replicas were last Ready.
+    #[serde(default)]
+    pub ready: Vec<f64>,
+    /// When the first need was noted.
+    #[serde(default)]
+    pub first: Option<f64>,
+    /// Whole days carried from before ([`Reserve::after_a_day`]).
+    #[serde(default)]
+    pub days: u32,
 }
 
 /// A surprise seen at one evaluation.
@@ -122,6 +151,7 @@ impl Reserve {
             self.mark(level_of(s.need), now);
         }
         self.note_onset(now, need, start_s);
+        self.reach(now, need, ready_now);
         self.orders.retain(|o| o.at <= now && now - o.at <= keep_s);
         self.orders.push(Order {
             at: now,
@@ -137,11 +167,15 @@ impl Reserve {
 
     /// Holds every count up to `level` from `now`.
     fn mark(&mut self, level: usize, now: f64) {
-        if self.surprised.len() < level {
-            self.surprised.resize(level, f64::NEG_INFINITY);
-        }
-        for t in self.surprised.iter_mut().take(level) {
-            *t = now;
+        stamp(&mut self.surprised, level, now);
+    }
+
+    /// Notes the level the need reached and the replicas Ready, for the peak.
+    fn reach(&mut self, now: f64, need: f64, ready_now: Option<f64>) {
+        self.first.get_or_insert(now);
+        stamp(&mut self.reached, level_of(need), now);
+        if let Some(r) = ready_now.filter(|r| r.is_finite() && *r >= 1.0) {
+            stamp(&mut self.ready, level_of(r), now);
         }
     }
 
@@ -203,28 +237,75 @@ impl Reserve {
     /// What outlasts a day, its times `seconds` earlier (the day before a run): the surprises,
     /// not the orders.
     pub fn earlier_by(&self, seconds: f64) -> Reserve {
+        let earlier = |v: &[f64]| v.iter().map(|t| t - seconds).collect();
         Reserve {
             orders: Vec::new(),
-            surprised: self.surprised.iter().map(|t| t - seconds).collect(),
-            onsets: self.onsets.iter().map(|t| t - seconds).collect(),
+            surprised: earlier(&self.surprised),
+            onsets: earlier(&self.onsets),
+            reached: earlier(&self.reached),
+            ready: earlier(&self.ready),
+            first: self.first.map(|t| t - seconds),
+            days: self.days,
         }
+    }
+
+    /// What outlasts a whole day, for the day after it (its times `day_s` earlier): as
+    /// [`Reserve::earlier_by`], and the memory counts one more day (the simulator's days are
+    /// shorter than a real one).
+    pub fn after_a_day(&self, day_s: f64) -> Reserve {
+        Reserve {
+            days: self.days.saturating_add(1),
+            ..self.earlier_by(day_s)
+        }
+    }
+
+    /// The peak: the highest level the need reached within [`MEMORY_S`], once the memory holds
+    /// [`PEAK_DAYS`] (days carried from before, or that many days of readings), and only while
+    /// the most replicas Ready over it were at most [`NEED_GUIDE_RATIO`] times that level.
+    pub fn peak(&self, now: f64) -> Option<u32> {
+        let known = self.days >= PEAK_DAYS
+            || self
+                .first
+                .is_some_and(|f| now - f >= f64::from(PEAK_DAYS) * DAY_S);
+        if !known {
+            return None;
+        }
+        let need = top(&self.reached, now)?;
+        let ready = top(&self.ready, now).unwrap_or(0);
+        (f64::from(ready) <= NEED_GUIDE_RATIO * f64::from(need)).then_some(need)
     }
 
     /// The reserve at `now`: the highest level a surprise reached within [`MEMORY_S`].
     pub fn level(&self, now: f64) -> Level {
-        for (i, &at) in self.surprised.iter().enumerate().rev() {
-            if now - at <= MEMORY_S {
-                return Level {
-                    replicas: i as u32 + 1,
-                    since: at,
-                };
-            }
-        }
-        Level {
-            replicas: 0,
-            since: f64::NAN,
+        match top(&self.surprised, now) {
+            Some(replicas) => Level {
+                replicas,
+                since: self.surprised[replicas as usize - 1],
+            },
+            None => Level {
+                replicas: 0,
+                since: f64::NAN,
+            },
         }
     }
+}
+
+/// Sets the time of every level up to `level` to `now`.
+fn stamp(times: &mut Vec<f64>, level: usize, now: f64) {
+    if times.len() < level {
+        times.resize(level, f64::NEG_INFINITY);
+    }
+    for t in times.iter_mut().take(level) {
+        *t = now;
+    }
+}
+
+/// The highest level whose time is within [`MEMORY_S`] of `now`.
+fn top(times: &[f64], now: f64) -> Option<u32> {
+    times
+        .iter()
+        .rposition(|&at| now - at <= MEMORY_S)
+        .map(|i| i as u32 + 1)
 }
 
 /// The count a need of `need` replicas takes.
@@ -328,6 +409,48 @@ mod tests {
         let (seen, level) = run(Some(1.0));
         assert_eq!(seen.map(|s| s.ready), Some(1.0));
         assert_eq!(level, 2);
+    }
+
+    #[test]
+    fn the_peak_is_the_weeks_highest_need_once_a_week_is_known() {
+        let mut r = Reserve::default();
+        // A day whose need climbs to 2.4 replicas, with 3 Ready at the top.
+        let mut t = 0.0;
+        while t < 1200.0 {
+            let need = 0.5 + 1.9 * t / 1200.0;
+            r.note(t, need, need.ceil(), Some(need.ceil()), 90.0, 60.0);
+            t += 5.0;
+        }
+        assert_eq!(r.peak(t), None, "one day is not a week");
+        for _ in 0..PEAK_DAYS - 1 {
+            r = r.after_a_day(1200.0);
+        }
+        assert_eq!(r.peak(0.0), None, "six days are not a week");
+        r = r.after_a_day(1200.0);
+        assert_eq!(r.peak(0.0), Some(3));
+        // It travels as the rest of the memory does, and is forgotten after two weeks.
+        let back: Reserve = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.peak(0.0), Some(3));
+        assert_eq!(r.peak(MEMORY_S), None);
+        // Without days carried, a week of readings makes it known as well.
+        let mut live = Reserve::default();
+        live.note(0.0, 2.0, 2.0, Some(2.0), 90.0, 60.0);
+        assert_eq!(live.peak(6.0 * DAY_S), None);
+        assert_eq!(live.peak(f64::from(PEAK_DAYS) * DAY_S), Some(2));
+    }
+
+    #[test]
+    fn a_fleet_far_above_its_need_is_capped_by_no_peak() {
+        // 20 replicas Ready for a need of 2: something the need does not count sets the count
+        // (long prefills queued behind each other), so the need's peak is no cap.
+        let mut r = Reserve::default();
+        r.note(0.0, 2.0, 20.0, Some(20.0), 90.0, 60.0);
+        r.days = PEAK_DAYS;
+        assert_eq!(r.peak(10.0), None);
+        let mut near = Reserve::default();
+        near.note(0.0, 2.0, 8.0, Some(8.0), 90.0, 60.0);
+        near.days = PEAK_DAYS;
+        assert_eq!(near.peak(10.0), Some(2));
     }
 
     #[test]

@@ -165,12 +165,18 @@ pub fn guard_floor(
 /// its trend (fitted over the horizon, at least `trend` seconds), in replicas at the highest rate
 /// per replica remembered within the target. Rates grow linearly with users where in-flight
 /// counts do not, so this is the view of a ramp that orders the replicas a cold start early.
+/// With a `peak` learned (`reserve=auto`, [`crate::control::reserve::Reserve::peak`]) it orders
+/// no more than that: the rate per replica is learned from what the replicas were seen to carry,
+/// low on a ramp's way up, and a forecast on it alone ordered twice the replicas the ramp's top
+/// needed.
+#[allow(clippy::too_many_arguments)]
 pub fn rate_forecast_floor(
     policy: &Policy,
     flow: &Flow,
     history: &mut Vec<Point>,
     capacity: &Capacity,
     now: f64,
+    peak: Option<u32>,
     value: f64,
     lines: &mut Steps,
 ) -> f64 {
@@ -198,7 +204,8 @@ pub fn rate_forecast_floor(
     let Some(safe) = capacity.safe_rate() else {
         return value;
     };
-    let needed = (ahead / safe - 1e-9).ceil().max(1.0) as u32;
+    let forecast = (ahead / safe - 1e-9).ceil().max(1.0) as u32;
+    let needed = peak.map_or(forecast, |p| forecast.min(p.max(1)));
     let floor = value_for(policy, needed).min(value_for(policy, policy.max));
     if floor <= value {
         return value;
@@ -209,6 +216,7 @@ pub fn rate_forecast_floor(
         lookahead_s: policy.lookahead_s,
         safe,
         needed,
+        capped_at_peak: needed < forecast,
         floor,
         target: policy.target,
     });

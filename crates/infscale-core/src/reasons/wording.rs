@@ -282,19 +282,28 @@ fn floor(f: &mut Formatter<'_>, step: &Step) -> Result {
             lookahead_s,
             safe,
             needed,
+            capped_at_peak,
             floor,
             target,
-        } => write!(
-            f,
-            "forecast: {} admitted/s now, {} in {} s, at {} req/s per replica: {needed} \
-             replica(s), {} = {needed} x {}",
-            fmt(admitted),
-            fmt(ahead),
-            fmt(lookahead_s),
-            fmt(safe),
-            fmt(floor),
-            fmt(target)
-        ),
+        } => {
+            write!(
+                f,
+                "forecast: {} admitted/s now, {} in {} s, at {} req/s per replica: ",
+                fmt(admitted),
+                fmt(ahead),
+                fmt(lookahead_s),
+                fmt(safe),
+            )?;
+            if capped_at_peak {
+                write!(f, "capped at the peak need of the last 14 days, ")?;
+            }
+            write!(
+                f,
+                "{needed} replica(s), {} = {needed} x {}",
+                fmt(floor),
+                fmt(target)
+            )
+        }
         Step::Slo {
             waiting,
             admitted,

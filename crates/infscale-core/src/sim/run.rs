@@ -181,7 +181,7 @@ pub fn run(trace: &Trace, hw: &Hardware, policy: &Policy, settings: &Settings) -
 
 /// Runs `policy` over `trace` after the days `before` (oldest first): a policy that learns
 /// across days (`reserve=auto`, `hold=auto`) first runs them in turn, each starting with what
-/// outlasted the one before ([`ScalerState::carried`], its times a day's length earlier), and
+/// outlasted the one before ([`ScalerState::after_a_day`], its times a day's length earlier), and
 /// starts the day with what outlasts the last; any other policy just runs the day.
 pub fn run_after(
     before: &[&Trace],
@@ -201,7 +201,7 @@ pub fn run_after(
     let learned = before.iter().fold(ScalerState::default(), |learned, day| {
         run_learned(day, hw, policy, &quiet, learned)
             .learned
-            .carried(day.duration)
+            .after_a_day(day.duration)
     });
     run_learned(trace, hw, policy, settings, learned)
 }

@@ -616,6 +616,59 @@ fn the_history_forecast_orders_for_the_rate_a_horizon_ahead() {
 }
 
 #[test]
+fn a_learned_peak_caps_the_history_forecast() {
+    use crate::control::reserve::{Reserve, PEAK_DAYS};
+    // The ramp above orders 2 replicas by its forecast; a week whose need never passed one
+    // replica (and whose fleet never passed two) caps the forecast at 1.
+    let climb = |policy: &Policy, state: &mut ScalerState| {
+        let mut last = None;
+        for i in 0..=6 {
+            let t = f64::from(i) * 10.0;
+            let pods = [flowing(10.0, 0.0, 5.0 + 0.1 * t)];
+            last = Some(decide(policy, &observe(t, 1, &pods, 0.0), state));
+        }
+        last.unwrap()
+    };
+    let policy =
+        Policy::parse("queue+work:200,1.0,lookahead=60,forecast=history,reserve=auto,max=10")
+            .unwrap();
+    let week = Reserve {
+        reached: vec![-3600.0],
+        ready: vec![-3600.0, -3600.0],
+        days: PEAK_DAYS,
+        ..Reserve::default()
+    };
+    let mut state = ScalerState {
+        reserve: week.clone(),
+        ..ScalerState::default()
+    };
+    let d = climb(&policy, &mut state);
+    assert_eq!(d.desired, 1, "{:?}", d.lines);
+    assert!(d.lines.iter().any(|l| matches!(
+        l,
+        Step::RateForecast {
+            needed: 1,
+            capped_at_peak: true,
+            ..
+        }
+    )));
+    let text = d.lines.render().join("\n");
+    assert!(
+        text.contains("capped at the peak need of the last 14 days"),
+        "{text}"
+    );
+    // A day short of the week, nothing is capped.
+    let mut state = ScalerState {
+        reserve: Reserve {
+            days: PEAK_DAYS - 1,
+            ..week
+        },
+        ..ScalerState::default()
+    };
+    assert_eq!(climb(&policy, &mut state).desired, 2);
+}
+
+#[test]
 fn a_metric_the_pods_server_cannot_give_says_so() {
     // `server: auto` found llama.cpp pages: kv has no sample there, ever; not "two scrapes".
     let mut llama = replica(1.0, 0.0);
