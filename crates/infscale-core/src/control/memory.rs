@@ -70,7 +70,7 @@ impl ScalerState {
     }
 
     /// What outlasts a whole day, for the day after it: as [`ScalerState::carried`], and the
-    /// reserve's memory now holds a day ([`Reserve::after_a_day`]).
+    /// reserve counts one more day behind it ([`Reserve::after_a_day`]).
     pub fn after_a_day(&self, day_s: f64) -> ScalerState {
         self.carried_with(|r| r.after_a_day(day_s), day_s)
     }
