@@ -8,6 +8,7 @@ use crate::control::activity::{self, Activity, Facts};
 use crate::control::hpa::{self, replicas, Outcome, Reconciled};
 use crate::control::keda;
 pub use crate::control::memory::ScalerState;
+use crate::control::reserve::Need;
 use crate::control::several;
 use crate::policy::behavior::Limited;
 use crate::policy::{Forecast, HoldRule, Metric, Policy};
@@ -251,15 +252,26 @@ fn reserve_floor(
     v: f64,
     lines: &mut Steps,
 ) -> f64 {
-    let (true, Some(need), Some(at)) = (policy.reserve, need, obs.scraped_at) else {
+    let (true, Some(work), Some(at)) = (policy.reserve, need, obs.scraped_at) else {
         return v;
     };
     let newer = state.reserve.orders.last().is_none_or(|o| o.at < at);
+    // Shown as the need: the work, or the requests where they need more.
+    let mut need = work;
     if newer {
         let ordered = v / policy.target;
+        let running = obs.replicas.iter().filter_map(|r| r.running());
+        let in_flight = (
+            running.sum(),
+            obs.replicas.iter().map(|r| r.waiting()).sum(),
+        );
+        let requests = state
+            .reserve
+            .requests_need(at, in_flight, obs.replicas.len());
+        need = requests.map_or(work, |r| work.max(r));
         state.reserve.note(
             at,
-            need,
+            Need { work, requests },
             ordered,
             ready_now,
             policy.start_s(),
