@@ -121,13 +121,18 @@ async fn large_bodies_share_a_budget_and_the_held_requests_are_all_served() {
         })
         .collect();
     wait_held(a.admin, 10).await;
-    // Thirty 15 MiB bodies: those the budget (128 MiB) takes are held, the rest refused 503
-    // before their bodies are read.
-    let big: Vec<_> = (0..30)
-        .map(|_| {
+    // Thirty 15 MiB bodies, 20 ms apart: those the budget (128 MiB, a quarter of it for one
+    // address) takes are held, the rest refused 503 before their bodies are read. Started in
+    // the same instant on a loaded machine, all thirty can stream at once, each holding about
+    // 1 MiB when the address's share fills, and every one is refused (a fresh CI run saw it).
+    let big: Vec<_> = (0..30_u64)
+        .map(|i| {
             let c = client.clone();
             let url = format!("http://{}/echo", a.proxy);
-            tokio::spawn(async move { c.post(url).body(vec![b'x'; 15 << 20]).send().await })
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(20 * i)).await;
+                c.post(url).body(vec![b'x'; 15 << 20]).send().await
+            })
         })
         .collect();
     // The model stays at zero until each large body is held or was refused (a refused one has
