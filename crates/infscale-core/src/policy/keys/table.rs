@@ -258,7 +258,7 @@ pub const KEYS: &[Key] = &[
         unit: "HOW",
         kind: Kind::Word(&["off", "auto"]),
         default: "off",
-        doc: "auto: keep standing the highest replica count the traffic has needed faster than a start could follow (a need above what was Ready: what the policy alone would have had, ordered a start earlier, and no more than were), for two weeks; smooth traffic keeps none, bursts keep their level as a fixed fleet would. Once a week is learned, forecast=history's floor orders no more than the highest need of the two weeks (unless the fleet ran over 4x that need)",
+        doc: "auto: keep standing the highest replica count the traffic has needed faster than a start could follow (a need above what was Ready: what the policy alone would have had, ordered a start earlier, and no more than were), for two weeks; smooth traffic keeps none, bursts keep their level as a fixed fleet would. Once a week is learned, forecast=history's floor orders no more than the highest need of the two weeks; where the fleet ran over 4x that need, nothing is capped and a need is also the requests running and waiting over 1.5x what a saturated replica runs",
         parse: |k, p, v| word(k, v).map(|i| p.reserve = i == 1),
         render: |p| p.reserve.then(|| "auto".to_owned()),
     },
