@@ -71,9 +71,10 @@ pub struct Args {
     /// (a page that does not fit fails for its pod alone).
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
     pub scrape_memory_bytes: usize,
-    /// Keep what each target's decision learned (`reserve=auto`, `hold=auto`) in this directory,
-    /// one file per trigger written at most once a minute, so a restart keeps it (an emptyDir
-    /// outlives a container's restart, a volume the pod's) [default: in memory only].
+    /// Keep what each target's decision learned (`reserve=auto`, `hold`, `forecast=history`'s
+    /// daily cycles) in this directory, one file per trigger written at most once a minute, so a
+    /// restart keeps it (an emptyDir outlives a container's restart, a volume the pod's)
+    /// [default: in memory only].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Stop a target's collector after this many seconds without a call for it.

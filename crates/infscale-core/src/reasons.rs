@@ -229,6 +229,9 @@ pub enum Step {
         admitted: f64,
         ahead: f64,
         lookahead_s: f64,
+        /// The rise the time of day brought on earlier days, req/s, and over how many seconds
+        /// (a start, or the lookahead if longer); `None` before a day of history.
+        time_of_day: Option<(f64, f64)>,
         safe: f64,
         needed: u32,
         /// The peak need of the last two weeks capped the forecast at `needed`.

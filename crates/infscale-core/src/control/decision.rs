@@ -73,6 +73,7 @@ pub fn evaluate(policy: &Policy, obs: &Observation<'_>, state: &mut ScalerState)
                 policy,
                 &flow,
                 &mut state.rate_trend,
+                &mut state.rate_daily,
                 &state.capacity,
                 // The admitted rate is the scrape's: evaluations between scrapes add nothing.
                 obs.scraped_at.unwrap_or(obs.now),

@@ -9,7 +9,7 @@ use crate::control::hpa;
 use crate::control::reserve::Reserve;
 use crate::observe::metrics::rates::Snapshot;
 use crate::project::capacity::Capacity;
-use crate::project::forecast::Daily;
+use crate::project::forecast::{self, Daily};
 use crate::project::lookahead::Point;
 use crate::project::work::WorkMemory;
 use crate::reasons::NoValue;
@@ -43,6 +43,9 @@ pub struct ScalerState {
     /// The value over the daily cycle, for `forecast=history`.
     #[serde(default)]
     pub daily: Daily,
+    /// The admitted rate over the daily cycle, for `forecast=history`'s floor.
+    #[serde(default)]
+    pub rate_daily: Daily,
     /// The `work` metric's readings over its window.
     #[serde(default)]
     pub work: WorkMemory,
@@ -63,32 +66,36 @@ pub struct ScalerState {
 
 impl ScalerState {
     /// What outlasts a restart or a day, for what comes after (its times `seconds` earlier): the
-    /// bursts and the peak `reserve=auto` learned and the gaps `hold` learned, its own and each
-    /// further metric's; the rest is this run's.
+    /// bursts and the peak `reserve=auto` learned, the gaps `hold` learned and the daily cycles
+    /// `forecast=history` learned, its own and each further metric's; the rest is this run's.
     pub fn carried(&self, seconds: f64) -> ScalerState {
-        self.carried_with(|r| r.earlier_by(seconds), seconds)
+        self.carried_with(|r| r.earlier_by(seconds), seconds, seconds)
     }
 
-    /// What outlasts a whole day, for the day after it: as [`ScalerState::carried`], and the
-    /// reserve counts one more day behind it ([`Reserve::after_a_day`]).
+    /// What outlasts a whole day, for the day after it: as [`ScalerState::carried`], the reserve
+    /// counts one more day behind it ([`Reserve::after_a_day`]), and the daily cycles are a
+    /// whole cycle behind (the simulator's days are shorter than a real one, and each is one).
     pub fn after_a_day(&self, day_s: f64) -> ScalerState {
-        self.carried_with(|r| r.after_a_day(day_s), day_s)
+        self.carried_with(|r| r.after_a_day(day_s), day_s, forecast::DAY_S)
     }
 
     fn carried_with(
         &self,
         reserve: impl Fn(&Reserve) -> Reserve + Copy,
         seconds: f64,
+        cycle_seconds: f64,
     ) -> ScalerState {
         ScalerState {
             reserve: reserve(&self.reserve),
             hold: self.hold.earlier_by(seconds),
             idle: self.idle.earlier_by(seconds),
+            daily: self.daily.earlier_by(cycle_seconds),
+            rate_daily: self.rate_daily.earlier_by(cycle_seconds),
             others: self
                 .others
                 .iter()
                 .map(|o| OtherMetric {
-                    state: o.state.carried_with(reserve, seconds),
+                    state: o.state.carried_with(reserve, seconds, cycle_seconds),
                     ..OtherMetric::default()
                 })
                 .collect(),

@@ -22,6 +22,7 @@ use crate::observe::metrics::Replica;
 use crate::policy::Policy;
 use crate::project::capacity::{Capacity, Reading};
 use crate::project::demand::Observation;
+use crate::project::forecast::Daily;
 use crate::project::lookahead::Point;
 use crate::reasons::{Step, Steps};
 
@@ -162,9 +163,11 @@ pub fn guard_floor(
 }
 
 /// The forecast's floor (`forecast=history`): the admitted rate projected over the horizon along
-/// its trend (fitted over the horizon, at least `trend` seconds), in replicas at the highest rate
+/// its trend (fitted over the horizon, at least `trend` seconds) or by the rise the time of day
+/// brought on earlier days (`daily`, [`Daily::rise`]), the larger, in replicas at the highest rate
 /// per replica remembered within the target. Rates grow linearly with users where in-flight
-/// counts do not, so this is the view of a ramp that orders the replicas a cold start early.
+/// counts do not, so this is the view of a ramp that orders the replicas a cold start early;
+/// the time of day is the view of a step, which has no trend until it has come.
 /// With a `peak` learned (`reserve=auto`, [`crate::control::reserve::Reserve::peak`]) it orders
 /// no more than that: the rate per replica is learned from what the replicas were seen to carry,
 /// low on a ramp's way up, and a forecast on it alone ordered twice the replicas the ramp's top
@@ -174,6 +177,7 @@ pub fn rate_forecast_floor(
     policy: &Policy,
     flow: &Flow,
     history: &mut Vec<Point>,
+    daily: &mut Daily,
     capacity: &Capacity,
     now: f64,
     peak: Option<u32>,
@@ -200,7 +204,12 @@ pub fn rate_forecast_floor(
     } else {
         (flow.admitted_per_s, 0.0)
     };
-    let ahead = level.max(0.0) + slope.max(0.0) * policy.lookahead_s;
+    // A step has no trend to read until it has come: the time of day looks a start ahead.
+    let step_s = policy.lookahead_s.max(policy.start_s());
+    let time_of_day = daily.rise(now, step_s);
+    daily.record(now, flow.admitted_per_s);
+    let rise = (slope * policy.lookahead_s).max(time_of_day.unwrap_or(0.0));
+    let ahead = level.max(0.0) + rise.max(0.0);
     let Some(safe) = capacity.safe_rate() else {
         return value;
     };
@@ -214,6 +223,7 @@ pub fn rate_forecast_floor(
         admitted: flow.admitted_per_s,
         ahead,
         lookahead_s: policy.lookahead_s,
+        time_of_day: time_of_day.map(|rise| (rise, step_s)),
         safe,
         needed,
         capped_at_peak: needed < forecast,

@@ -78,6 +78,29 @@ impl Daily {
         slot.count += 1;
     }
 
+    /// The cycle on a clock `seconds` behind this one (a restart's, or the next day's at
+    /// [`DAY_S`]): each slot moves to the one its time falls in there, to the nearest slot, so
+    /// the time of day it describes is kept.
+    pub fn earlier_by(&self, seconds: f64) -> Daily {
+        if self.slots.len() != SLOTS || !seconds.is_finite() {
+            return Daily::default();
+        }
+        let shift = (seconds / SLOT_S).round() as i64;
+        let mut slots = vec![Slot::default(); SLOTS];
+        for (i, slot) in self.slots.iter().enumerate() {
+            let at = slot
+                .day
+                .saturating_mul(SLOTS as i64)
+                .saturating_add(i as i64)
+                .saturating_sub(shift);
+            slots[at.rem_euclid(SLOTS as i64) as usize] = Slot {
+                day: at.div_euclid(SLOTS as i64),
+                ..*slot
+            };
+        }
+        Daily { slots }
+    }
+
     /// What earlier days say the value does between `now` and `now + horizon`.
     pub fn rise(&self, now: f64, horizon_s: f64) -> Option<f64> {
         let today = slot_of(now).1;
@@ -143,6 +166,32 @@ mod tests {
         }
         let rise = daily.rise(DAY_S + 7.0 * 3600.0 + 50.0 * 60.0, 900.0);
         assert_eq!(rise, Some(30.0));
+    }
+
+    #[test]
+    fn the_cycle_keeps_its_time_of_day_on_a_clock_behind() {
+        let mut daily = Daily::default();
+        // A day: flat 10 until 08:00, then 40.
+        let mut t = 0.0;
+        while t < DAY_S {
+            daily.record(t, if t < 8.0 * 3600.0 { 10.0 } else { 40.0 });
+            t += 15.0;
+        }
+        let morning = 7.0 * 3600.0 + 50.0 * 60.0;
+        // The next day on a clock that starts again at 0 (the simulator's days).
+        let next = daily.earlier_by(DAY_S);
+        assert_eq!(next.rise(morning, 900.0), Some(30.0));
+        // A restart whose clock is 3 h 7 s behind: 07:50 is now 04:50 (to the slot).
+        let behind = 3.0 * 3600.0 + 7.0;
+        let restarted = daily.earlier_by(DAY_S + behind);
+        assert_eq!(restarted.rise(morning - behind, 900.0), Some(30.0));
+        assert_eq!(restarted.rise(morning, 900.0), Some(0.0));
+        // A clock that cannot be read keeps nothing; days at the ends of the range (a hostile
+        // memory file) move without overflowing.
+        assert_eq!(daily.earlier_by(f64::NAN), Daily::default());
+        daily.slots[0].day = i64::MIN;
+        daily.slots[1].day = i64::MAX;
+        assert_eq!(daily.earlier_by(1e300).slots.len(), SLOTS);
     }
 
     #[test]

@@ -280,6 +280,7 @@ fn floor(f: &mut Formatter<'_>, step: &Step) -> Result {
             admitted,
             ahead,
             lookahead_s,
+            time_of_day,
             safe,
             needed,
             capped_at_peak,
@@ -288,12 +289,20 @@ fn floor(f: &mut Formatter<'_>, step: &Step) -> Result {
         } => {
             write!(
                 f,
-                "forecast: {} admitted/s now, {} in {} s, at {} req/s per replica: ",
+                "forecast: {} admitted/s now, {} in {} s",
                 fmt(admitted),
                 fmt(ahead),
                 fmt(lookahead_s),
-                fmt(safe),
             )?;
+            if let Some((rise, within_s)) = time_of_day.filter(|(r, _)| *r > 0.0) {
+                write!(
+                    f,
+                    " (the time of day rises {} within {} s)",
+                    fmt(rise),
+                    fmt(within_s)
+                )?;
+            }
+            write!(f, ", at {} req/s per replica: ", fmt(safe))?;
             if capped_at_peak {
                 write!(f, "capped at the peak need of the last 14 days, ")?;
             }

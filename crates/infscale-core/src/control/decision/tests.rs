@@ -616,6 +616,49 @@ fn the_history_forecast_orders_for_the_rate_a_horizon_ahead() {
 }
 
 #[test]
+fn the_history_forecast_orders_a_step_the_time_of_day_brought_a_start_before_it() {
+    use crate::project::forecast::DAY_S;
+    let policy = Policy::parse("queue:200,lookahead=60,forecast=history,max=10").unwrap();
+    let mut state = ScalerState::default();
+    // A day: 5 req/s on one replica until 08:00, then 20 on four, each carrying 5.
+    let quiet = [flowing(10.0, 0.0, 5.0)];
+    let busy: Vec<Replica> = (0..4).map(|_| flowing(10.0, 0.0, 5.0)).collect();
+    let eight = 8.0 * 3600.0;
+    let mut t = 7.0 * 3600.0;
+    while t < 9.0 * 3600.0 {
+        let (pods, current) = if t < eight {
+            (&quiet[..], 1)
+        } else {
+            (&busy[..], 4)
+        };
+        decide(&policy, &observe(t, current, pods, 0.0), &mut state);
+        t += 15.0;
+    }
+    let at = |state: &mut ScalerState, t: f64| decide(&policy, &observe(t, 1, &quiet, 0.0), state);
+    // The next day, quiet again: ten minutes before eight nothing is ordered; a start (the
+    // prior 90 s, longer than the lookahead) before it, the step's four replicas are.
+    let mut next = state.clone();
+    assert_eq!(at(&mut next, DAY_S + eight - 600.0).desired, 1);
+    let d = at(&mut next, DAY_S + eight - 75.0);
+    assert_eq!(d.desired, 4, "{:?}", d.lines);
+    let text = d.lines.render().join("\n");
+    assert!(
+        text.contains("the time of day rises 15 within 90 s"),
+        "{text}"
+    );
+    // A restart on a clock three hours behind keeps the cycle at its time of day (its rates
+    // per replica it learns again, from the scrapes after it).
+    let behind = 3.0 * 3600.0;
+    let mut restarted = state.carried(behind);
+    let check = DAY_S + eight - 75.0 - behind;
+    for back in [60.0, 45.0, 30.0, 15.0] {
+        at(&mut restarted, check - back);
+    }
+    let d = at(&mut restarted, check);
+    assert_eq!(d.desired, 4, "{:?}", d.lines);
+}
+
+#[test]
 fn a_learned_peak_caps_the_history_forecast() {
     use crate::control::reserve::{Reserve, PEAK_DAYS};
     // The ramp above orders 2 replicas by its forecast; a week whose need never passed one

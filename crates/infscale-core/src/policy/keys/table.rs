@@ -174,7 +174,7 @@ pub const KEYS: &[Key] = &[
         unit: "HOW",
         kind: Kind::Word(&["trend", "history"]),
         default: "trend",
-        doc: "how the lookahead projects: the recent trend, or history (a fit over the horizon and the same time on earlier days)",
+        doc: "how the lookahead projects: the recent trend, or history (a fit over the horizon and the same time on earlier days; its floor from the admitted rate also orders, a start ahead, the step the time of day brought on earlier days)",
         parse: |k, p, v| {
             let history = word(k, v)? == 1;
             p.forecast = if history {
