@@ -144,55 +144,63 @@ async fn the_scaler_does_not_reuse_a_connection_the_pod_is_closing() {
 /// pooled connection within that window, the upstream never reads the request, and the client
 /// used to get a 502 for it (3 of 748 streams at 1 client, 24 of 768 at 4, against a real
 /// llama-server). Every request is answered 200 and reaches the upstream exactly once, at 1 and
-/// at 4 clients, and the window was really crossed.
+/// at 4 clients, and the window was really crossed (up to three rounds each, for a loaded machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_request_on_a_connection_the_upstream_closed_unread_is_sent_again() {
     let _turn = HEAVY.lock().await;
     for clients in [1u64, 4] {
-        let opts = UpstreamOpts {
-            close_after: Some(Duration::from_millis(2)),
-            work_ms: 1,
-            ..UpstreamOpts::default()
-        };
-        let up = Upstream::start("127.0.0.1", opts).await;
-        let a = start_activator(EXE, up.addr, &[]).await;
-        let per_client = 150;
-        let sends: Vec<_> = (0..clients)
-            .map(|k| {
-                let c = common::churn::client();
-                let proxy = a.proxy;
-                tokio::spawn(async move {
-                    let mut out = Vec::new();
-                    for id in k * per_client..(k + 1) * per_client {
-                        out.push((id, send(&c, proxy, id).await));
-                    }
-                    out
+        // A loaded machine can pace the requests past the 2 ms window: a round that never
+        // crossed it proves nothing, so up to three are run.
+        let mut crossed = 0;
+        for _round in 0..3 {
+            let opts = UpstreamOpts {
+                close_after: Some(Duration::from_millis(2)),
+                work_ms: 1,
+                ..UpstreamOpts::default()
+            };
+            let up = Upstream::start("127.0.0.1", opts).await;
+            let a = start_activator(EXE, up.addr, &[]).await;
+            let per_client = 150;
+            let sends: Vec<_> = (0..clients)
+                .map(|k| {
+                    let c = common::churn::client();
+                    let proxy = a.proxy;
+                    tokio::spawn(async move {
+                        let mut out = Vec::new();
+                        for id in k * per_client..(k + 1) * per_client {
+                            out.push((id, send(&c, proxy, id).await));
+                        }
+                        out
+                    })
                 })
-            })
-            .collect();
-        let mut outcomes: Vec<(u64, Outcome)> = Vec::new();
-        for s in sends {
-            outcomes.extend(s.await.unwrap());
-        }
-        outcomes.sort_by_key(|(id, _)| *id);
-        let outcomes: Vec<Outcome> = outcomes.into_iter().map(|(_, o)| o).collect();
-        let v = Verdict::of(&outcomes, &up);
-        let crossed = up.seen.crossed.load(std::sync::atomic::Ordering::SeqCst);
-        eprintln!(
-            "{clients} client(s): {}; {crossed} sent on a closing connection",
-            v.summary()
-        );
-        assert!(v.clean(), "{}", v.summary());
-        for (id, o) in outcomes.iter().enumerate() {
-            assert!(
-                matches!(o, Outcome::Answer(200, _)),
-                "{clients} client(s), request {id}: {o:?}"
+                .collect();
+            let mut outcomes: Vec<(u64, Outcome)> = Vec::new();
+            for s in sends {
+                outcomes.extend(s.await.unwrap());
+            }
+            outcomes.sort_by_key(|(id, _)| *id);
+            let outcomes: Vec<Outcome> = outcomes.into_iter().map(|(_, o)| o).collect();
+            let v = Verdict::of(&outcomes, &up);
+            crossed = up.seen.crossed.load(std::sync::atomic::Ordering::SeqCst);
+            eprintln!(
+                "{clients} client(s): {}; {crossed} sent on a closing connection",
+                v.summary()
             );
-            assert_eq!(
-                up.count(id as u64),
-                1,
-                "request {id} reached the upstream once"
-            );
+            assert!(v.clean(), "{}", v.summary());
+            for (id, o) in outcomes.iter().enumerate() {
+                assert!(
+                    matches!(o, Outcome::Answer(200, _)),
+                    "{clients} client(s), request {id}: {o:?}"
+                );
+                assert_eq!(
+                    up.count(id as u64),
+                    1,
+                    "request {id} reached the upstream once"
+                );
+            }
+            if crossed > 0 {
+                break;
+            }
         }
         assert!(
             crossed > 0,
