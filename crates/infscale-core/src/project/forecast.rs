@@ -148,15 +148,20 @@ pub fn project(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_day_teaches_the_morning_ramp() {
+    /// Day 0 recorded every 15 s: flat 10 until 08:00, then 40.
+    fn a_day_with_a_morning_step() -> Daily {
         let mut daily = Daily::default();
-        // Day 0: flat 10 until 08:00, then 40.
         let mut t = 0.0;
         while t < DAY_S {
             daily.record(t, if t < 8.0 * 3600.0 { 10.0 } else { 40.0 });
             t += 15.0;
         }
+        daily
+    }
+
+    #[test]
+    fn a_day_teaches_the_morning_ramp() {
+        let mut daily = a_day_with_a_morning_step();
         assert_eq!(daily.rise(7.0 * 3600.0, 1800.0), None, "no earlier day yet");
         // Day 1 begins: at 07:50 the slot of 08:05 says +30.
         let mut t = DAY_S;
@@ -170,13 +175,7 @@ mod tests {
 
     #[test]
     fn the_cycle_keeps_its_time_of_day_on_a_clock_behind() {
-        let mut daily = Daily::default();
-        // A day: flat 10 until 08:00, then 40.
-        let mut t = 0.0;
-        while t < DAY_S {
-            daily.record(t, if t < 8.0 * 3600.0 { 10.0 } else { 40.0 });
-            t += 15.0;
-        }
+        let mut daily = a_day_with_a_morning_step();
         let morning = 7.0 * 3600.0 + 50.0 * 60.0;
         // The next day on a clock that starts again at 0 (the simulator's days).
         let next = daily.earlier_by(DAY_S);
