@@ -705,6 +705,31 @@ fn the_examples_drain_as_long_as_the_simulator_models() {
     }
 }
 
+/// The `preStop` pause the simulator and the demo bill a removed pod for
+/// (`infscale_core::sim::settings::SHIPPED_PRE_STOP_S`) is the pause every example model server
+/// takes before its drain (`emulate`'s one sleep is its drain, and has no pause apart).
+#[test]
+fn the_examples_pause_as_long_as_the_simulator_bills() {
+    let shipped = infscale_core::sim::settings::SHIPPED_PRE_STOP_S;
+    let mut paused = 0;
+    for f in yaml_files(&root().join("manifests/examples")) {
+        for d in load(&f).iter().filter(|d| s(&d["kind"]) == "Deployment") {
+            let at = format!("{}: Deployment {}", f.display(), name(d));
+            let drain = drain_of(&at, d);
+            if s(&d["spec"]["template"]["spec"]["containers"][0]["name"]) == "emulate" {
+                continue;
+            }
+            assert_eq!(
+                drain.pause as f64, shipped,
+                "{at}: pauses {} s before its drain, the simulator bills {shipped} s",
+                drain.pause
+            );
+            paused += 1;
+        }
+    }
+    assert!(paused >= 4, "{paused} example model servers pause");
+}
+
 /// A GPU model server's cold start (an image pull, weights into memory) takes minutes: each
 /// example gives it a startup probe of at least ten minutes, and its liveness probe no initial
 /// delay that a slower load would outlast.

@@ -7,10 +7,11 @@
 //! after the cold start (each drawn around the GPU model's when a spread is set). Removed ones
 //! are those still starting first (a woken one goes back to sleep), then the Ready replicas the
 //! ReplicaSet controller ranks first ([`super::replicaset`]: the lowest deletion cost, else a
-//! recent one by chance); each leaves the Service at once, serves what it holds for the drain
-//! time (`--drain`), and what it still holds then is cut; then it sleeps if the pool has room.
-//! Every replica that exists, starting and draining included, is billed in full; sleepers at
-//! the pool's price, apart.
+//! recent one by chance); each leaves the Service at once, stays through its `preStop` pause
+//! (`--pre-stop`) even when idle, serves what it holds for the drain time after it (`--drain`),
+//! and what it still holds then is cut; then it sleeps if the pool has room. Every replica that
+//! exists, starting and draining included, is billed in full; sleepers at the pool's price,
+//! apart.
 
 use super::replica::{FirstToken, Hardware, Phase, SimReplica};
 use super::replicaset;
@@ -93,8 +94,10 @@ pub struct Cluster {
     pub peak: u32,
     events: Vec<FirstToken>,
     /// How long a removed replica serves what it holds before what is left is cut (infinite:
-    /// until it is done).
+    /// until it is done), counted from the end of its `preStop` pause.
     pub drain_s: f64,
+    /// The `preStop` pause of a removed replica: billed through it even when idle.
+    pub pre_stop_s: f64,
     /// Cold starts vary around the configured one by this log-normal sigma (0: all equal).
     pub cold_spread: f64,
     cold_rng: Rng,
@@ -132,6 +135,7 @@ impl Cluster {
             peak: ready,
             events: Vec::new(),
             drain_s: f64::INFINITY,
+            pre_stop_s: 0.0,
             cold_spread: 0.0,
             cold_rng: Rng::new(0xc01d),
             balancer: Balancer::LeastRequest,
@@ -244,12 +248,15 @@ impl Cluster {
         self.events = events;
         let end = t + dt;
         for r in &self.replicas {
-            if matches!(r.phase, Phase::Draining { kill_at } if kill_at <= end) {
+            if matches!(r.phase, Phase::Draining { kill_at, .. } if kill_at <= end) {
                 r.requests().for_each(|i| fate(i, Fate::Cut));
             }
         }
         self.retain_and_sleep(|r| match r.phase {
-            Phase::Draining { kill_at } => kill_at > end && r.outstanding() > 0,
+            // Billed for this step while any of it is within the pause.
+            Phase::Draining { stop_at, kill_at } => {
+                kill_at > end && (stop_at > t || r.outstanding() > 0)
+            }
             _ => true,
         });
         self.replica_seconds += self.replicas.len() as f64 * dt;
@@ -268,7 +275,8 @@ impl Cluster {
     /// Sets the desired count at `now`: new replicas wake from the pool while it holds any
     /// (Ready after its wake time), the rest start (Ready after a cold start drawn around
     /// `cold_start_s`); removed ones are those still starting (newest first; a woken one goes
-    /// back to sleep), then those the ReplicaSet ranks first, which drain for `drain_s`.
+    /// back to sleep), then those the ReplicaSet ranks first, which pause for `pre_stop_s` and
+    /// drain for `drain_s` after it.
     pub fn resize(&mut self, desired: u32, now: f64, cold_start_s: f64) {
         let current = self.current();
         if desired == current {
@@ -321,12 +329,14 @@ impl Cluster {
             let Some(i) = replicaset::victim(&self.replicas, now) else {
                 break;
             };
+            let stop_at = now + self.pre_stop_s;
             self.replicas[i].phase = Phase::Draining {
-                kill_at: now + self.drain_s,
+                stop_at,
+                kill_at: stop_at + self.drain_s,
             };
         }
         self.retain_and_sleep(|r| match r.phase {
-            Phase::Draining { .. } => r.outstanding() > 0,
+            Phase::Draining { stop_at, .. } => stop_at > now || r.outstanding() > 0,
             _ => true,
         });
     }
@@ -339,5 +349,90 @@ impl Cluster {
         } else {
             cold_start_s
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::gpu::GpuModel;
+
+    /// Steps `cluster` from `from` to `to` seconds with `requests` arriving at their times,
+    /// returning each request's fate.
+    fn play(cluster: &mut Cluster, requests: &[Request], from: f64, to: f64) -> Vec<(u32, Fate)> {
+        let mut fates = Vec::new();
+        let mut t = from;
+        while t < to - 1e-9 {
+            for (i, r) in requests.iter().enumerate() {
+                if (t..t + 0.25).contains(&r.arrival) {
+                    cluster.arrive(i as u32, r);
+                }
+            }
+            cluster.step(t, 0.25, requests, &mut |i, f| fates.push((i, f)));
+            t += 0.25;
+        }
+        fates
+    }
+
+    fn cluster(ready: u32, pre_stop_s: f64, drain_s: f64) -> Cluster {
+        let mut c = Cluster::new(Hardware::new(GpuModel::default()), ready, 300.0);
+        c.pre_stop_s = pre_stop_s;
+        c.drain_s = drain_s;
+        c
+    }
+
+    /// Without a pause an idle replica removed is gone at once; with the shipped 10 s it is
+    /// billed through the pause, then goes, and serves no new arrival meanwhile.
+    #[test]
+    fn an_idle_replica_removed_is_billed_through_its_pre_stop_pause() {
+        let mut at_once = cluster(2, 0.0, f64::INFINITY);
+        at_once.resize(1, 0.0, 91.0);
+        assert_eq!(at_once.replicas.len(), 1, "gone at once");
+        play(&mut at_once, &[], 0.0, 20.0);
+        assert_eq!(at_once.replica_seconds, 20.0);
+
+        let mut paused = cluster(2, 10.0, f64::INFINITY);
+        paused.resize(1, 0.0, 91.0);
+        assert_eq!((paused.replicas.len(), paused.current()), (2, 1));
+        let late = [Request {
+            arrival: 5.0,
+            prompt: 100,
+            output: 10,
+        }];
+        play(&mut paused, &late, 0.0, 9.75);
+        assert_eq!(paused.replicas.len(), 2, "still there within the pause");
+        let pausing = paused
+            .replicas
+            .iter()
+            .find(|r| matches!(r.phase, Phase::Draining { .. }))
+            .expect("the removed replica");
+        assert_eq!(pausing.outstanding(), 0, "it takes no new arrival");
+        play(&mut paused, &[], 9.75, 20.0);
+        assert_eq!(paused.replicas.len(), 1, "gone when the pause ended");
+        assert_eq!(paused.replica_seconds, 20.0 + 10.0);
+    }
+
+    /// A replica removed while it streams serves through the pause, and its drain starts only
+    /// after it: with no drain (vLLM's default), what it holds is cut when the pause ends.
+    #[test]
+    fn the_drain_starts_when_the_pause_ends() {
+        let long = [Request {
+            arrival: 0.0,
+            prompt: 100,
+            output: 4000,
+        }];
+        let mut c = cluster(1, 10.0, 0.0);
+        let first = play(&mut c, &long, 0.0, 1.0);
+        assert!(
+            matches!(first[..], [(0, Fate::FirstToken { .. })]),
+            "{first:?}"
+        );
+        c.resize(0, 1.0, 91.0);
+        let within = play(&mut c, &[], 1.0, 10.75);
+        assert!(within.is_empty(), "not cut within the pause: {within:?}");
+        assert_eq!(c.replicas.len(), 1);
+        let after = play(&mut c, &[], 10.75, 11.5);
+        assert_eq!(after, [(0, Fate::Cut)]);
+        assert!(c.replicas.is_empty());
     }
 }

@@ -49,9 +49,11 @@ pub enum Phase {
         warm: bool,
     },
     Ready,
-    /// Removed from the Service: finishes what it holds, then stops; what it still holds at
-    /// `kill_at` (the end of its drain) is cut.
+    /// Removed from the Service: through its `preStop` pause (until `stop_at`) it is billed
+    /// even when idle, then it stops when it has finished what it holds; what it still holds
+    /// at `kill_at` (the end of its drain) is cut.
     Draining {
+        stop_at: f64,
         kill_at: f64,
     },
 }

@@ -220,6 +220,7 @@ fn run_learned(
     let start = settings.start_for(policy, trace, hw);
     let mut cluster = Cluster::new(hw.clone(), start, settings.hold_timeout_s);
     cluster.drain_s = settings.drain_s;
+    cluster.pre_stop_s = settings.pre_stop_s;
     cluster.cold_spread = settings.cold_start_spread;
     cluster.balancer = settings.balancer;
     cluster.pool = Pool::full(settings.standby);

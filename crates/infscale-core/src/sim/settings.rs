@@ -49,6 +49,12 @@ pub struct Settings {
     /// cut (vLLM's `--shutdown-timeout`, within the pod's `terminationGracePeriodSeconds`;
     /// infinite: until it is done).
     pub drain_s: f64,
+    /// The `preStop` pause of a removed replica, seconds: it leaves the balancer at once, keeps
+    /// serving what it holds, and is billed until the pause ends even when idle; its drain
+    /// (`drain_s`) starts after it, as the server's SIGTERM comes after the hook. 0: an idle
+    /// replica is gone the moment it is removed (the figures in docs/benchmark.md);
+    /// [`SHIPPED_PRE_STOP_S`] is what the example manifests ship.
+    pub pre_stop_s: f64,
     /// Cold starts vary around the GPU model's by this log-normal sigma (0: all equal).
     pub cold_start_spread: f64,
     /// How arrivals are spread over the ready replicas.
@@ -89,6 +95,7 @@ impl Default for Settings {
             series_every_s: 0.0,
             unreadable: 0.0,
             drain_s: DEFAULT_DRAIN_S,
+            pre_stop_s: 0.0,
             cold_start_spread: 0.0,
             balancer: Balancer::LeastRequest,
             start: Start::Policy,
@@ -101,3 +108,8 @@ impl Default for Settings {
 /// holds for 120 s (vLLM's `--shutdown-timeout 120`, within its `terminationGracePeriodSeconds`)
 /// before what is left is cut. vLLM's own default, 0, aborts in-flight requests at SIGTERM.
 pub const DEFAULT_DRAIN_S: f64 = 120.0;
+
+/// The `preStop` pause the example manifests ship (`manifests/examples/`; tests/manifests.rs
+/// checks them): 10 s for the endpoint removal to reach every client before the server stops
+/// accepting. The demo's Deployment pauses as long, and its comparison simulates it.
+pub const SHIPPED_PRE_STOP_S: f64 = 10.0;
