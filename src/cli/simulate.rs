@@ -111,6 +111,11 @@ pub struct SimArgs {
     /// lets an idle replica go at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub pre_stop: f64,
+    /// Where the scaler's scrapes fall within --scrape-interval, seconds after the HPA's syncs
+    /// (keda loop): 0 scrapes in the step the HPA syncs in. A cluster's offset is whatever it
+    /// happens to be; a day's cost can move with it.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub scrape_offset: f64,
     /// Play a trace this many times faster (2: twice the rate in half the time); a generated
     /// scenario's rates are multiplied by it.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
@@ -306,6 +311,15 @@ impl SimArgs {
         }
         limits::seconds(self.pre_stop, true, limits::MAX_SECONDS)
             .map_err(|e| anyhow::anyhow!("--pre-stop {e}"))?;
+        if !(self.scrape_offset.is_finite()
+            && (0.0..self.scrape_interval).contains(&self.scrape_offset))
+        {
+            anyhow::bail!(
+                "--scrape-offset {}: expected seconds from 0 to below --scrape-interval {}",
+                limits::show(self.scrape_offset),
+                limits::show(self.scrape_interval)
+            );
+        }
         if !(self.cold_start_spread.is_finite() && (0.0..=3.0).contains(&self.cold_start_spread)) {
             anyhow::bail!(
                 "--cold-start-spread {}: expected a log-normal sigma from 0 to 3",
@@ -339,6 +353,7 @@ impl SimArgs {
             unreadable: self.unreadable,
             drain_s: self.drain,
             pre_stop_s: self.pre_stop,
+            scrape_offset_s: self.scrape_offset,
             cold_start_spread: self.cold_start_spread,
             balancer: if self.balancer == "random" {
                 Balancer::Random

@@ -5,15 +5,17 @@
 //! the same `scaling` functions `serve` and `decide` call; [`report`] turns a run into SLO misses
 //! and replica-minutes; [`standby`] is the warm start path beside the cold one; [`bound`] is the
 //! clairvoyant lower bound; [`capacity`] measures what one replica carries; [`plot`] draws the
-//! runs; [`seeds`] judges policies on many traces of a scenario; [`suite`] on families of days no
-//! single generator owns, beside each family's [`anchors`] (its best fixed fleet and the best
-//! policy of a bounded search); [`tune`] searches policies.
+//! runs; [`phases`] runs a day at every offset of the scrapes against the HPA's syncs; [`seeds`]
+//! judges policies on many traces of a scenario; [`suite`] on families of days no single
+//! generator owns, beside each family's [`anchors`] (its best fixed fleet and the best policy of
+//! a bounded search); [`tune`] searches policies.
 
 pub mod anchors;
 pub mod bound;
 pub mod capacity;
 pub mod cluster;
 pub mod gpu;
+pub mod phases;
 pub mod plot;
 pub mod replica;
 pub mod replicaset;

@@ -2,7 +2,8 @@
 //!
 //! Two loops. `hpa` is the standalone loop: every 15 s the whole decision (`control::decision::decide`) runs on a
 //! scrape of the ready replicas. `keda` is how infscale is deployed: `serve`'s collector scrapes
-//! every `scrape_interval` and evaluates (`control::decision::evaluate`: the value for `GetMetrics` and the
+//! every `scrape_interval` (`scrape_offset` past its multiples, [`super::phases`]) and evaluates
+//! (`control::decision::evaluate`: the value for `GetMetrics` and the
 //! answer to `IsActive`); KEDA's operator polls every `pollingInterval` and owns 0 <-> 1 and the
 //! cooldown (`control::keda::poll`); with `external-push` a held request activates at once; and
 //! KEDA's HPA syncs every 15 s on the latest value (`control::decision::hpa_sync`). Both loops call the
@@ -249,6 +250,8 @@ fn run_learned(
         every(settings.polling_interval_s, dt),
         every(settings.scrape_interval_s, dt),
     );
+    // The step within each scrape interval that `serve` scrapes in.
+    let scrape_at = (settings.scrape_offset_s / dt).round().max(0.0) as u64 % scrape_every;
     let series_every = (settings.series_every_s > 0.0).then(|| every(settings.series_every_s, dt));
     let steps = (trace.duration / dt).ceil() as u64;
     let mut next = 0;
@@ -319,7 +322,7 @@ fn run_learned(
             Mode::Keda => {
                 // `serve` evaluates after every scrape, and again on the last scrape whenever the
                 // activator's held count changes (its `/queue/watch` stream).
-                let scraped = tick % scrape_every == 0;
+                let scraped = tick % scrape_every == scrape_at;
                 if scraped {
                     last_scrape = Some(scrape(
                         &cluster,

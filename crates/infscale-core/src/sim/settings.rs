@@ -55,6 +55,12 @@ pub struct Settings {
     /// replica is gone the moment it is removed (the figures in docs/benchmark.md);
     /// [`SHIPPED_PRE_STOP_S`] is what the example manifests ship.
     pub pre_stop_s: f64,
+    /// Where `serve`'s scrapes fall within their interval, seconds: at this offset past each
+    /// multiple of `scrape_interval_s`, while KEDA polls and the HPA syncs on the multiples of
+    /// their periods. 0 (the default) scrapes in the step the HPA syncs in, so each sync reads
+    /// an evaluation of that instant; in a cluster the offset is whatever it happens to be, and
+    /// a day's cost can move with it ([`super::phases`]).
+    pub scrape_offset_s: f64,
     /// Cold starts vary around the GPU model's by this log-normal sigma (0: all equal).
     pub cold_start_spread: f64,
     /// How arrivals are spread over the ready replicas.
@@ -96,6 +102,7 @@ impl Default for Settings {
             unreadable: 0.0,
             drain_s: DEFAULT_DRAIN_S,
             pre_stop_s: 0.0,
+            scrape_offset_s: 0.0,
             cold_start_spread: 0.0,
             balancer: Balancer::LeastRequest,
             start: Start::Policy,
