@@ -38,6 +38,17 @@ pub struct Latest {
     pub active: Option<bool>,
 }
 
+/// The first time after `now` on the grid of `period` through `due`: a step that ran late does
+/// not push every later one back, and a period missed whole is skipped. The demo's loop wakes
+/// every quarter of a simulated second, so a period counted from when it ran would drift an
+/// eighth of a second a sync on average (over ten seconds in a day), shifting the syncs against
+/// `serve`'s scrapes as a cluster's do not: its HPA controller requeues a target a period after
+/// its last sync, late only by its own milliseconds of work.
+fn next_on_grid(due: f64, now: f64, period: f64) -> f64 {
+    let missed = ((now - due) / period).floor().max(0.0);
+    due + (missed + 1.0) * period
+}
+
 pub struct Driver {
     client: ExternalScalerClient<Channel>,
     so: ScaledObjectRef,
@@ -138,7 +149,7 @@ impl Driver {
             }
         }
         if now >= self.next_poll {
-            self.next_poll = now + POLLING_INTERVAL_S;
+            self.next_poll = next_on_grid(self.next_poll, now, POLLING_INTERVAL_S);
             let active = self
                 .client
                 .is_active(self.so.clone())
@@ -164,7 +175,7 @@ impl Driver {
             if self.next_hpa > 0.0 {
                 self.record.hpa_late.push(now - self.next_hpa);
             }
-            self.next_hpa = now + HPA_SYNC_PERIOD_S;
+            self.next_hpa = next_on_grid(self.next_hpa, now, HPA_SYNC_PERIOD_S);
             let mut values = Vec::with_capacity(self.metrics.len());
             for name in self.metrics.clone() {
                 values.push(self.metric_value(name).await);
@@ -199,5 +210,20 @@ impl Driver {
                 .min_replicas_seen
                 .map_or(ready, |m| m.min(ready)),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_on_grid;
+
+    /// A sync run late keeps the next one on the grid; one run a period and more late skips
+    /// the period it missed.
+    #[test]
+    fn a_late_sync_keeps_the_next_on_the_grid() {
+        assert_eq!(next_on_grid(0.0, 0.0, 15.0), 15.0);
+        assert_eq!(next_on_grid(15.0, 15.2, 15.0), 30.0);
+        assert_eq!(next_on_grid(15.0, 29.9, 15.0), 30.0);
+        assert_eq!(next_on_grid(15.0, 31.0, 15.0), 45.0);
     }
 }
