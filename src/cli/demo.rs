@@ -4,7 +4,7 @@
 
 use super::simulate::{RECOMMENDED_TO_ZERO, ROLES};
 use crate::demo::lag::ClockLag;
-use crate::demo::{self, DemoConfig, DemoReport};
+use crate::demo::{self, DemoConfig, DemoReport, SimulatedPhases};
 use crate::emulate::Dialect;
 use infscale_core::limits::DEMO_MAX_REPLICAS;
 use infscale_core::policy::Policy;
@@ -111,8 +111,21 @@ fn summary(demo: &Summary, simulated: &Summary, label: &str) -> String {
     t.render() + &Names::always([label], &[name.to_owned()]).key()
 }
 
+/// What the simulator's row is: one run of those at every offset of the scrapes.
+fn phases_line(p: &SimulatedPhases) -> String {
+    format!(
+        "simulated: the middle of {} runs, one per offset of serve's scrapes against the HPA's syncs (this one {} s): {:.1} to {:.1} replica-min; both bill a removed pod through its {} s preStop pause",
+        p.runs,
+        infscale_core::limits::show(p.median_offset_s),
+        p.low,
+        p.high,
+        infscale_core::limits::show(crate::demo::deployment::PRE_STOP_S),
+    )
+}
+
 fn print(r: &DemoReport, label: &str, svg: &std::path::Path) {
     print!("{}", summary(&r.demo, &r.simulated, label));
+    println!("{}", phases_line(&r.simulated_phases));
     println!(
         "lost {}{}; held at zero and then served {}; fewest ready replicas {}",
         r.lost,
@@ -162,6 +175,7 @@ fn json(r: &DemoReport) -> serde_json::Value {
         "direct_to_pods": r.direct_to_pods,
         "scale_events": r.demo.scale_events,
         "simulated": r.simulated,
+        "simulated_phases": r.simulated_phases,
         "speed": r.clock_lag.speed,
         "valid": r.clock_lag.valid,
         "clock_lag": r.clock_lag,
@@ -331,6 +345,20 @@ mod tests {
         assert_eq!(policy_name("queue:24"), "your policy");
         let own = summary(&demo, &sim, "queue:24");
         assert!(own.ends_with("your policy:  queue:24\n"), "{own}");
+    }
+
+    #[test]
+    fn the_phases_line_gives_the_range_and_the_pause() {
+        let line = phases_line(&SimulatedPhases {
+            runs: 20,
+            low: 51.46,
+            high: 68.44,
+            median_offset_s: 1.5,
+        });
+        assert_eq!(
+            line,
+            "simulated: the middle of 20 runs, one per offset of serve's scrapes against the HPA's syncs (this one 1.5 s): 51.5 to 68.4 replica-min; both bill a removed pod through its 10 s preStop pause"
+        );
     }
 
     #[test]

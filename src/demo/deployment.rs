@@ -32,11 +32,11 @@ enum Phase {
     },
 }
 
-/// The `preStop` pause, simulated seconds: the time the docs' manifests give an endpoint's
+/// The `preStop` pause, simulated seconds: the time the shipped manifests give an endpoint's
 /// removal to reach every client before the server stops accepting (docs/operate.md). A client
 /// that picked the pod just before it left (the activator, straight to the pod in serve mode)
-/// still finds it serving.
-const PRE_STOP_S: f64 = 10.0;
+/// still finds it serving. The comparison simulates the same pause.
+pub const PRE_STOP_S: f64 = infscale_core::sim::settings::SHIPPED_PRE_STOP_S;
 
 struct Pod {
     slot: usize,

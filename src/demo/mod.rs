@@ -5,7 +5,9 @@
 //! a driver that acts as KEDA and its HPA over gRPC ([`driver`]), and real HTTP clients replaying
 //! the scenario through the activator ([`clients`]), all on a compressed clock ([`clock`]). The
 //! report is the simulator's own summary over what the clients saw and what the Deployment
-//! billed, beside the simulator's run of the same scenario, seed and policy, with how far the
+//! billed, beside the simulator's runs of the same scenario, seed and policy (the one in the
+//! middle of those at every offset of the scrapes against the HPA's syncs, which the demo's
+//! processes fall on as they happen to: [`infscale_core::sim::phases`]), with how far the
 //! compressed clock lagged the wall clock ([`lag`]): a run that could not keep time says so
 //! rather than report misses the policy did not cause.
 
@@ -25,9 +27,10 @@ use clock::SimClock;
 use infscale_core::control::cycle::HPA_SYNC_PERIOD_S;
 use infscale_core::policy::{keys, Policy};
 use infscale_core::sim::gpu::GpuModel;
+use infscale_core::sim::phases;
 use infscale_core::sim::replica::Hardware;
 use infscale_core::sim::report::{summarize, Summary};
-use infscale_core::sim::run::{run as simulate, Run, Settings};
+use infscale_core::sim::run::{Run, Settings};
 use infscale_core::sim::trace::{Scenario, Trace};
 use lag::{ClockLag, Meter, Seen};
 use std::collections::HashMap;
@@ -70,11 +73,24 @@ pub struct DemoReport {
     /// mode; in proxy mode every request goes through the activator).
     pub via_activator: usize,
     pub direct_to_pods: usize,
+    /// The simulator's run in the middle of [`DemoReport::simulated_phases`].
     pub simulated: Summary,
+    pub simulated_phases: SimulatedPhases,
     /// How far the clock lagged, and whether the run kept time.
     pub clock_lag: ClockLag,
     #[serde(skip)]
     pub timeline: Vec<infscale_core::sim::run::TimelineEntry>,
+}
+
+/// The simulator's runs of the day, one per offset of `serve`'s scrapes against the HPA's syncs
+/// ([`infscale_core::sim::phases`]): how many, their replica-minutes from the cheapest to the
+/// dearest, and the offset of the one in the middle (the summary's `simulated`).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SimulatedPhases {
+    pub runs: usize,
+    pub low: f64,
+    pub high: f64,
+    pub median_offset_s: f64,
 }
 
 /// The trigger metadata for `policy`, as a ScaledObject carries it, with its times in wall
@@ -415,22 +431,25 @@ fn report(
     let settings = Settings {
         slo_ttft_s: cfg.slo_ttft_s,
         series_every_s: HPA_SYNC_PERIOD_S,
-        // The demo's pods drain what they hold before they stop.
+        // The demo's pods pause as the shipped manifests do, then drain what they hold.
+        pre_stop_s: deployment::PRE_STOP_S,
         drain_s: f64::INFINITY,
         ..Settings::default()
     };
-    let sim_run = simulate(
+    // The demo's scrapes fall wherever they fall against its HPA's syncs: the simulator's figure
+    // is its run in the middle of every offset.
+    let spread = phases::spread(
         trace,
         &Hardware::new(cfg.gpu.clone()),
         &cfg.policy,
         &settings,
     );
+    let (Some(median), Some(range)) = (spread.median(), spread.range_minutes()) else {
+        anyhow::bail!("the simulator ran no phase of the scrapes");
+    };
+    let sim_run = &median.run;
     let demo = summarize(&label, &demo_run, cfg.slo_ttft_s);
-    let simulated = summarize(
-        &format!("simulated {}", cfg.label),
-        &sim_run,
-        cfg.slo_ttft_s,
-    );
+    let simulated = summarize(&format!("simulated {}", cfg.label), sim_run, cfg.slo_ttft_s);
     if let Some(path) = &cfg.svg {
         let panels = [
             infscale_core::sim::plot::Panel {
@@ -441,7 +460,7 @@ fn report(
             infscale_core::sim::plot::Panel {
                 title: "simulated",
                 policy: &cfg.label,
-                run: &sim_run,
+                run: sim_run,
             },
         ];
         let svg = infscale_core::sim::plot::render(trace, &panels, cfg.slo_ttft_s)
@@ -457,6 +476,12 @@ fn report(
         via_activator,
         direct_to_pods,
         simulated,
+        simulated_phases: SimulatedPhases {
+            runs: spread.runs.len(),
+            low: range.0,
+            high: range.1,
+            median_offset_s: median.scrape_offset_s,
+        },
         clock_lag,
         timeline: record.timeline,
     })
