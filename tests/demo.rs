@@ -111,14 +111,15 @@ fn the_quick_demo_scales_up_to_zero_and_back_and_loses_nothing() {
         num("speed"),
         v["clock_lag"]
     );
-    // The demo's scrapes are 5 s of scenario time compressed to a sixth of a second of wall
-    // time on a shared machine; a jitter there can order an early replica, which the
-    // recommendation's 300 s scale-down window then holds: 1.0 to 1.75 times the simulator's
-    // replica-minutes across runs on an idle 2-core machine (the code before the demo measured
-    // its clock too: 1.18, 1.19, 1.46, 1.73), so the bound is 2, which still catches a loop that
-    // does not scale down.
+    // The simulated figure is the middle of the day's runs at every offset of the scrapes
+    // against the HPA's syncs (51 to 65 replica-minutes for the recommendation), which the
+    // demo's processes fall on as they happen to; with its replicas at the simulator's engine
+    // step, a pause as the shipped manifests' and its syncs on their periods, nine runs at
+    // 12.5x and three at 30x came out 0.92 to 1.10 times it. Before those, six runs at 12.5x
+    // came out 1.06 to 1.53 times the simulator's one run at offset 0; the bound catches a loop
+    // that drifts back there, or that does not scale down.
     let ratio = num("replica_minutes") / sim_num("replica_minutes");
-    assert!((0.8..=2.0).contains(&ratio), "replica-minutes: {v}");
+    assert!((0.8..=1.3).contains(&ratio), "replica-minutes: {v}");
     // Serve mode: the clients called the Service, and all but the requests of the first settle,
     // the idle minutes and the wake went straight to a replica, as the Service counted them.
     let (via, direct) = (num("via_activator"), num("direct_to_pods"));

@@ -90,7 +90,7 @@ pub struct SimArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     pub hold_timeout: f64,
     /// Engine step, seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.25)]
+    #[arg(long, value_name = "SECONDS", default_value_t = infscale_core::sim::settings::DEFAULT_STEP_S)]
     pub dt: f64,
     /// Most replicas for policies that do not set max.
     #[arg(long, default_value_t = 8)]

@@ -167,6 +167,16 @@ pub fn time_scaled(m: &mut HashMap<String, String>, speed: f64) {
 /// (`--stream-interval 20` is common with vLLM); TTFT is unchanged, the first token goes at once.
 const STREAM_INTERVAL: u32 = 20;
 
+/// The emulated replicas' engine step, simulated seconds: the simulator's, so the comparison
+/// runs one replica model at one grain. The step decides how often a scrape finds a request
+/// waiting (the prompts that arrived within a step overrunning its prefill, or a backlog), and
+/// a reading with one waiting neither counts toward the learned safe rate per replica nor lets
+/// `work` ask for fewer than the current count. At 0.05 s (the emulator's default) the demo's
+/// scrapes found one waiting about twice as often as at 0.25 s, its days cost more and spread
+/// wider (docs/demo.md has the runs). A first token leaves at the end of its step, up to a step
+/// later than the model's time within it, which the simulator reports.
+const ENGINE_STEP_S: f64 = infscale_core::sim::settings::DEFAULT_STEP_S;
+
 /// A free port on 127.0.0.2 for the pod slots (bound, then let go).
 pub(crate) fn slot_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.2:0")?;
@@ -195,7 +205,7 @@ pub async fn run(
         speed,
         cold_start_s: 0.0,
         model: "model".into(),
-        dt_s: 0.05,
+        dt_s: ENGINE_STEP_S,
         stream_interval: STREAM_INTERVAL,
         ..EmulateConfig::default()
     };
@@ -434,6 +444,7 @@ fn report(
         // The demo's pods pause as the shipped manifests do, then drain what they hold.
         pre_stop_s: deployment::PRE_STOP_S,
         drain_s: f64::INFINITY,
+        dt: ENGINE_STEP_S,
         ..Settings::default()
     };
     // The demo's scrapes fall wherever they fall against its HPA's syncs: the simulator's figure

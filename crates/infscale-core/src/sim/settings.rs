@@ -91,7 +91,7 @@ impl Default for Settings {
         Settings {
             mode: Mode::Keda,
             trigger: Trigger::ExternalPush,
-            dt: 0.25,
+            dt: DEFAULT_STEP_S,
             hpa_period_s: cycle::HPA_SYNC_PERIOD_S,
             polling_interval_s: cycle::POLLING_INTERVAL_S,
             scrape_interval_s: cycle::SCRAPE_INTERVAL_S,
@@ -110,6 +110,10 @@ impl Default for Settings {
         }
     }
 }
+
+/// The engine's step, seconds (`--dt`): each replica serves `[t, t + dt)` in one pass, and a
+/// scrape sees it as it is at the end of a step. The demo's emulated replicas step as long.
+pub const DEFAULT_STEP_S: f64 = 0.25;
 
 /// The drain the example manifests ship (`manifests/examples/`): a removed pod serves what it
 /// holds for 120 s (vLLM's `--shutdown-timeout 120`, within its `terminationGracePeriodSeconds`)
