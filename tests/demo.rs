@@ -114,7 +114,7 @@ fn the_quick_demo_scales_up_to_zero_and_back_and_loses_nothing() {
     // The simulated figure is the middle of the day's runs at every offset of the scrapes
     // against the HPA's syncs (51 to 65 replica-minutes for the recommendation), which the
     // demo's processes fall on as they happen to; with its replicas at the simulator's engine
-    // step, a pause as the shipped manifests' and its syncs on their periods, nine runs at
+    // step, a pause as the shipped manifests' and its syncs on their periods, ten runs at
     // 12.5x and three at 30x came out 0.92 to 1.10 times it. Before those, six runs at 12.5x
     // came out 1.06 to 1.53 times the simulator's one run at offset 0; the bound catches a loop
     // that drifts back there, or that does not scale down.

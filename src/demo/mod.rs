@@ -84,12 +84,15 @@ pub struct DemoReport {
 
 /// The simulator's runs of the day, one per offset of `serve`'s scrapes against the HPA's syncs
 /// ([`infscale_core::sim::phases`]): how many, their replica-minutes from the cheapest to the
-/// dearest, and the offset of the one in the middle (the summary's `simulated`).
+/// dearest, their SLO misses from the fewest to the most (a policy's misses can move with the
+/// offset too), and the offset of the one in the middle by cost (the summary's `simulated`).
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct SimulatedPhases {
     pub runs: usize,
     pub low: f64,
     pub high: f64,
+    pub miss_low_pct: f64,
+    pub miss_high_pct: f64,
     pub median_offset_s: f64,
 }
 
@@ -459,6 +462,11 @@ fn report(
         anyhow::bail!("the simulator ran no phase of the scrapes");
     };
     let sim_run = &median.run;
+    let misses: Vec<f64> = spread
+        .runs
+        .iter()
+        .map(|p| summarize("", &p.run, cfg.slo_ttft_s).slo_miss_pct)
+        .collect();
     let demo = summarize(&label, &demo_run, cfg.slo_ttft_s);
     let simulated = summarize(&format!("simulated {}", cfg.label), sim_run, cfg.slo_ttft_s);
     if let Some(path) = &cfg.svg {
@@ -491,6 +499,8 @@ fn report(
             runs: spread.runs.len(),
             low: range.0,
             high: range.1,
+            miss_low_pct: misses.iter().copied().fold(f64::INFINITY, f64::min),
+            miss_high_pct: misses.iter().copied().fold(0.0, f64::max),
             median_offset_s: median.scrape_offset_s,
         },
         clock_lag,
