@@ -321,6 +321,7 @@ mod tests {
             cost_writes: 0,
             timeline: Vec::new(),
             series: Vec::new(),
+            ledger: Vec::new(),
             learned: Default::default(),
         };
         infscale_core::sim::report::summarize(policy, &run, 2.0)

@@ -29,6 +29,7 @@ mod trace;
 mod trigger_reference;
 mod tune;
 mod tune_suite;
+mod weeks;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -145,6 +146,7 @@ pub fn run_tuning(command: Tuning) -> anyhow::Result<ExitCode> {
         Tuning::Gpu(args) => gpu::run(*args),
         // The suite and the seeds are the day table's siblings: each reads `simulate`'s flags.
         Tuning::Simulate(args) if args.suite => suite::simulate(&args, &simulate::specs(&args)),
+        Tuning::Simulate(args) if args.weeks => weeks::simulate(&args, &simulate::specs(&args)),
         Tuning::Simulate(args) => match args.seeds {
             Some(n) => seeds::simulate(&args, n, &simulate::specs(&args)),
             None => simulate::run(*args),

@@ -463,6 +463,38 @@ pub struct Args {
     /// spread evenly over it (0: all 80; none: no search and no anchors).
     #[arg(long, value_name = "N|none", default_value = "0")]
     pub search_points: String,
+    /// Judge every policy on 24-hour days played as weeks: days with a diurnal shape, night
+    /// troughs, weekdays and weekends and bursts on top, built from published production shapes
+    /// (--week-sources), each run of --days days played without a break so that what a policy
+    /// learns is carried from day to day, one run per seed (--seeds, default 2); a table per
+    /// family with each policy's pooled and worst day beside the days' bounds and fixed fleets.
+    #[arg(long, conflicts_with_all = ["suite", "seed", "timeline", "write_trace", "plot", "trace"])]
+    pub weeks: bool,
+    /// The week families' published shapes, comma-separated: azure-code, azure-conv, burstgpt
+    /// [default: all three].
+    #[arg(long, value_name = "LIST", requires = "weeks")]
+    pub week_sources: Option<String>,
+    /// A recorded trace (any --trace-format but a scenario) whose arrivals and lengths play a
+    /// source's weeks, as SOURCE=FILE (a family `week:SOURCE+STEM`): copies of it superposed and
+    /// thinned to the week's rate, so its bursts keep their shape. Repeatable.
+    #[arg(long = "week-trace", value_name = "SOURCE=FILE", requires = "weeks")]
+    pub week_traces: Vec<String>,
+    /// Days of each --weeks run, played without a break [default: 14].
+    #[arg(long, value_name = "N", requires = "weeks",
+        value_parser = clap::value_parser!(u64).range(1..=28))]
+    pub days: Option<u64>,
+    /// The first seed of the --weeks runs (the runs are seeds FIRST.. with --seeds of them).
+    #[arg(long, value_name = "N", requires = "weeks")]
+    pub first_seed: Option<u64>,
+    /// With --weeks: play each day alone as well, from nothing learned, warm started from its
+    /// bound.
+    #[arg(long, requires = "weeks")]
+    pub alone: bool,
+    /// With --weeks: write each day of each run as a CSV trace into this directory
+    /// (`FAMILY-seed-S-day-D.csv`, times from the day's midnight), and judge nothing: the days to
+    /// replay in another simulator, or one by one with --trace.
+    #[arg(long, value_name = "DIR", requires = "weeks")]
+    pub write_days: Option<PathBuf>,
     #[command(flatten)]
     pub sim: SimArgs,
 }

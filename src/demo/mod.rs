@@ -439,6 +439,7 @@ fn report(
         cost_writes: 0,
         timeline: record.timeline.clone(),
         series: record.series.clone(),
+        ledger: Vec::new(),
         learned: Default::default(),
     };
     let settings = Settings {

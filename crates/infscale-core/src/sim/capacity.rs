@@ -9,7 +9,7 @@
 use super::cluster::Cluster;
 use super::gpu::GpuModel;
 use super::replica::Hardware;
-use super::trace::{Scenario, TraceError};
+use super::trace::{Request, Scenario, Trace, TraceError};
 
 /// Offered load, requests per second: far beyond any replica the model describes.
 const OFFERED: f64 = 400.0;
@@ -29,25 +29,55 @@ pub fn saturated_rate(gpu: &GpuModel, scenario: &Scenario) -> Result<f64, TraceE
         bursts: None,
         ..scenario.clone()
     };
-    let trace = backlog.generate()?;
+    Ok(admitted_per_s(gpu, &backlog.generate()?.requests))
+}
+
+/// Requests per second one saturated replica admits with the lengths of `trace`'s requests,
+/// taken in turn (its arrival times are ignored).
+pub fn saturated_rate_of(gpu: &GpuModel, trace: &Trace) -> Result<f64, TraceError> {
+    if trace.requests.is_empty() {
+        return Err(TraceError(format!(
+            "{}: no requests to measure a replica with",
+            trace.name
+        )));
+    }
+    let n = (OFFERED * (WARM_UP_S + MEASURED_S)) as usize;
+    let backlog: Vec<Request> = trace
+        .requests
+        .iter()
+        .cycle()
+        .take(n)
+        .enumerate()
+        .map(|(i, r)| Request {
+            arrival: i as f64 / OFFERED,
+            ..*r
+        })
+        .collect();
+    Ok(admitted_per_s(gpu, &backlog))
+}
+
+/// What one replica admits per second of `backlog` (arriving far faster than it serves), once
+/// its batch is full.
+fn admitted_per_s(gpu: &GpuModel, backlog: &[Request]) -> f64 {
+    let end = WARM_UP_S + MEASURED_S;
     let mut cluster = Cluster::new(Hardware::new(gpu.clone()), 1, f64::INFINITY);
     let mut next = 0;
     let mut admitted = 0u64;
     let mut t = 0.0;
     while t < end {
-        while let Some(request) = trace.requests.get(next).filter(|r| r.arrival < t + DT) {
+        while let Some(request) = backlog.get(next).filter(|r| r.arrival < t + DT) {
             cluster.arrive(next as u32, request);
             next += 1;
         }
         let counting = t >= WARM_UP_S;
-        cluster.step(t, DT, &trace.requests, &mut |_, _| {
+        cluster.step(t, DT, backlog, &mut |_, _| {
             if counting {
                 admitted += 1;
             }
         });
         t += DT;
     }
-    Ok(admitted as f64 / MEASURED_S)
+    admitted as f64 / MEASURED_S
 }
 
 #[cfg(test)]

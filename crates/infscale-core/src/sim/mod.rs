@@ -8,7 +8,8 @@
 //! runs; [`phases`] runs a day at every offset of the scrapes against the HPA's syncs; [`seeds`]
 //! judges policies on many traces of a scenario; [`suite`] on families of days no single
 //! generator owns, beside each family's [`anchors`] (its best fixed fleet and the best policy of
-//! a bounded search); [`tune`] searches policies.
+//! a bounded search); [`week`] on 24-hour days played as weeks, judged day by day; [`tune`]
+//! searches policies.
 
 pub mod anchors;
 pub mod bound;
@@ -28,3 +29,4 @@ pub mod standby;
 pub mod suite;
 pub mod trace;
 pub mod tune;
+pub mod week;

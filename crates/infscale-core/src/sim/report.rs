@@ -214,6 +214,7 @@ mod tests {
             cost_writes: 0,
             timeline: Vec::new(),
             series: Vec::new(),
+            ledger: Vec::new(),
             learned: Default::default(),
         };
         let s = summarize("p", &run, 2.0);
@@ -241,6 +242,7 @@ mod tests {
             cost_writes: 0,
             timeline: Vec::new(),
             series: Vec::new(),
+            ledger: Vec::new(),
             learned: Default::default(),
         };
         let s = summarize("p", &run, 2.0);
@@ -272,6 +274,7 @@ mod tests {
             cost_writes: 0,
             timeline: Vec::new(),
             series: Vec::new(),
+            ledger: Vec::new(),
             learned: Default::default(),
         };
         let long = "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120";

@@ -112,6 +112,8 @@ pub struct Run {
     pub cost_writes: u32,
     pub timeline: Vec<TimelineEntry>,
     pub series: Vec<SeriesPoint>,
+    /// The replica-seconds billed by the end of each `ledger_every_s` (the settings'), in order.
+    pub ledger: Vec<f64>,
     /// The decision's memory at the run's end.
     pub learned: ScalerState,
 }
@@ -197,6 +199,7 @@ pub fn run_after(
     let quiet = Settings {
         record_timeline: false,
         series_every_s: 0.0,
+        ledger_every_s: 0.0,
         ..settings.clone()
     };
     let learned = before.iter().fold(ScalerState::default(), |learned, day| {
@@ -253,6 +256,8 @@ fn run_learned(
     // The step within each scrape interval that `serve` scrapes in.
     let scrape_at = (settings.scrape_offset_s / dt).round().max(0.0) as u64 % scrape_every;
     let series_every = (settings.series_every_s > 0.0).then(|| every(settings.series_every_s, dt));
+    let ledger_every = (settings.ledger_every_s > 0.0).then(|| every(settings.ledger_every_s, dt));
+    let mut ledger = Vec::new();
     let steps = (trace.duration / dt).ceil() as u64;
     let mut next = 0;
     // `lookahead=auto`: the horizon is learned as `serve` learns it, from the starts seen (each
@@ -391,6 +396,9 @@ fn run_learned(
                 in_flight: cluster.in_flight() as u32,
             });
         }
+        if ledger_every.is_some_and(|e| tick % e == 0) {
+            ledger.push(cluster.replica_seconds + cluster.pool.cost_seconds());
+        }
     }
     Run {
         outcomes,
@@ -401,6 +409,7 @@ fn run_learned(
         peak: cluster.peak,
         timeline,
         series,
+        ledger,
         learned: state,
     }
 }

@@ -43,6 +43,9 @@ pub struct Settings {
     pub record_timeline: bool,
     /// Sample replicas and demand every this many seconds (0: no series).
     pub series_every_s: f64,
+    /// Note the replica-seconds billed so far every this many seconds (0: none), for the cost
+    /// of each hour and day of a long run.
+    pub ledger_every_s: f64,
     /// The chance that one replica's scrape fails (0 to 1), drawn per replica per scrape.
     pub unreadable: f64,
     /// How long a replica removed by a scale-down serves what it holds before what is left is
@@ -99,6 +102,7 @@ impl Default for Settings {
             hold_timeout_s: 300.0,
             record_timeline: false,
             series_every_s: 0.0,
+            ledger_every_s: 0.0,
             unreadable: 0.0,
             drain_s: DEFAULT_DRAIN_S,
             pre_stop_s: 0.0,
