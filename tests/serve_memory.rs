@@ -96,12 +96,13 @@ async fn a_learned_reserve_holds_the_metric_up_after_a_restart() {
         assert!(v < 1.0, "{v}");
     }
     let file = memory_file(&dir).await;
-    // Between the runs, what a burst would have taught it: three replicas held, learned when
+    // Between the runs, what a burst would have taught it: three replicas needed, seen when
     // the file was written.
     let mut saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let at = saved["clock_s"].clone();
-    saved["state"]["reserve"]["surprised"] = serde_json::json!([at, at, at]);
+    saved["state"]["reserve"]["evidence"] = at.clone();
+    saved["state"]["reserve"]["needs"] = serde_json::json!([{ "at": at, "value": 3.0 }]);
     std::fs::write(&file, saved.to_string()).unwrap();
     // The second run reads it: the same quiet replica now reads three replicas' worth, as the
     // held level says.

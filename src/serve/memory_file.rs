@@ -127,7 +127,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infscale_core::control::reserve::{DAY_S, MEMORY_S};
+    use infscale_core::control::reserve::RECENT_S;
+    use infscale_core::project::lookahead::Point;
 
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("infscale-memory-{name}-{}", std::process::id()));
@@ -136,10 +137,11 @@ mod tests {
         d
     }
 
-    /// A memory holding 3 replicas, learned at `at` on the collector's clock.
+    /// A memory holding 3 replicas, learned from a burst at `at` on the collector's clock.
     fn learned(at: f64) -> ScalerState {
         let mut s = ScalerState::default();
-        s.reserve.surprised = vec![at; 3];
+        s.reserve.evidence = Some(at);
+        s.reserve.needs = vec![Point { at, value: 3.0 }];
         s
     }
 
@@ -152,22 +154,19 @@ mod tests {
             file.save_due(500.0, 10_000.0, &learned(100.0)),
             Some(Ok(()))
         );
-        // The new process starts its clock at 0 an hour later: the level was learned 4,000 s
-        // before its start (400 s before the save, an hour before that), and is held.
+        // The new process starts its clock at 0 ten minutes later: the level was learned
+        // 1,000 s before its start (400 s before the save, 600 s before that), and is held.
         let again = MemoryFile::new(&d, "llm/chat\nwork:1.0,reserve=auto");
-        let state = again.load(0.0, 13_600.0).unwrap().unwrap();
-        let level = state.reserve.level(0.0);
+        let state = again.load(0.0, 10_600.0).unwrap().unwrap();
+        let level = state.reserve.level(0.0, 90.0);
         assert_eq!(level.replicas, 3);
-        assert!((level.since + 4_000.0).abs() < 1e-6, "{level:?}");
-        // Started after the memory's span: forgotten.
-        let late = again
-            .load(0.0, 10_000.0 + MEMORY_S + DAY_S)
-            .unwrap()
-            .unwrap();
-        assert_eq!(late.reserve.level(0.0).replicas, 0);
+        assert!((level.since + 1_000.0).abs() < 1e-6, "{level:?}");
+        // Started after the burst's evidence has gone stale: forgotten.
+        let late = again.load(0.0, 10_000.0 + RECENT_S).unwrap().unwrap();
+        assert_eq!(late.reserve.level(0.0, 90.0).replicas, 0);
         // A collector restarted within the same process keeps the same clock.
         let same = again.load(600.0, 10_100.0).unwrap().unwrap();
-        assert_eq!(same.reserve.level(600.0).since, 100.0);
+        assert_eq!(same.reserve.level(600.0, 90.0).since, 100.0);
     }
 
     #[test]

@@ -279,7 +279,7 @@ fn reserve_floor(
             policy.down_window_s(),
         );
     }
-    let level = state.reserve.level(obs.now);
+    let level = state.reserve.level(obs.now, policy.start_s());
     let floor = f64::from(level.replicas.min(policy.max)) * policy.target;
     if floor <= v {
         return v;

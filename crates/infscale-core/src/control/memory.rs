@@ -69,14 +69,18 @@ impl ScalerState {
     /// bursts and the peak `reserve=auto` learned, the gaps `hold` learned and the daily cycles
     /// `forecast=history` learned, its own and each further metric's; the rest is this run's.
     pub fn carried(&self, seconds: f64) -> ScalerState {
-        self.carried_with(|r| r.earlier_by(seconds), seconds, seconds)
+        self.carried_with(|r| r.earlier_by(seconds, seconds), seconds, seconds)
     }
 
     /// What outlasts a whole day, for the day after it: as [`ScalerState::carried`], the reserve
     /// counts one more day behind it ([`Reserve::after_a_day`]), and the daily cycles are a
     /// whole cycle behind (the simulator's days are shorter than a real one, and each is one).
     pub fn after_a_day(&self, day_s: f64) -> ScalerState {
-        self.carried_with(|r| r.after_a_day(day_s), day_s, forecast::DAY_S)
+        self.carried_with(
+            |r| r.after_a_day(day_s, forecast::DAY_S),
+            day_s,
+            forecast::DAY_S,
+        )
     }
 
     fn carried_with(

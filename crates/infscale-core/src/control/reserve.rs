@@ -1,41 +1,52 @@
 //! A standing reserve learned from the bursts this target's traffic has sprung on it
-//! (`reserve=auto`): a fixed fleet where the traffic is bursty, nothing where it is smooth.
+//! (`reserve=auto`): levels its need reached, held while bursts keep coming or where the same
+//! minutes of earlier days needed them, and falling when the traffic falls.
 //!
 //! A replica ordered for a burst is Ready a start later; a burst shorter than that is over
 //! before it arrives, and what serves it is capacity already there. Which traffic is like that
 //! cannot be told from one reading (a burst after an idle gap looks like a quiet morning while
-//! the gap lasts), but it can be told from the target's own past, in the replicas of work
+//! the gap lasts), but it can be told from the target's own recent past, in the replicas of work
 //! arriving, at every scrape:
 //! - an *onset*: the need [`ONSET_RISE`] replicas above its lowest over the last start. Two onsets
-//!   to a level, a start to [`REPEAT_S`] apart, are bursts that repeat, and hold that level; a
-//!   ramp a day sees once does not;
+//!   to a level, a start to [`REPEAT_S`] apart, are bursts that repeat; a ramp a day sees once
+//!   is not;
 //! - a *surprise*: the need [`MIN_SURPRISE`] above what was Ready now: what the policy itself
 //!   (without the reserve) would have had, having ordered it a start ago and kept it through its
 //!   scale-down window, and no more than the replicas actually Ready (an order the HPA never
-//!   acted on, between its reads, readied nothing): a burst that outran the policy. Its level
-//!   is held at once.
+//!   acted on, between its reads, readied nothing): a burst that outran the policy.
 //!
-//! A held level is a floor under the policy's own value for [`MEMORY_S`], two weeks: smooth
-//! traffic, which the lookahead follows, keeps none; bursts keep the level they reach, as a
-//! fixed fleet chosen for them would, and above it the policy still reacts. The worst day is
-//! often a burst the day before did not show, and some day of the two weeks before did.
+//! Either is evidence that bursts outrun the policy here. The reserve is a floor under the
+//! policy's own value, as a fixed fleet chosen for the bursts would be, above which the policy
+//! still reacts. It is the higher of two levels, each earned by recent evidence and each
+//! falling when the traffic falls:
+//! - *recent*: for [`RECENT_S`] after the last evidence, the highest need of the last
+//!   [`RECENT_S`]. Bursts minutes apart keep their level; half an hour after the last one it
+//!   is gone.
+//! - *daily*: the need of the minutes a start ahead, as the same minutes of the day before and
+//!   of the same day a week before (two days before, until a week is known) both saw it: the
+//!   lower of the two. A burst one day saw holds nothing the next; a burst every afternoon is
+//!   met every afternoon; at night it is the night's need, so the fleet falls with the traffic.
+//!
+//! Nothing the reserve holds outlives its evidence by more than [`RECENT_S`], except what the
+//! same minutes of both earlier days needed.
 //!
 //! It also keeps the *peak*: the highest level the need reached within [`MEMORY_S`] (and the
 //! most replicas Ready). Once the memory holds [`PEAK_DAYS`], the rate forecast's floor orders no
 //! more than that peak ([`Reserve::peak`]): a forecast reads a ramp's slope, and the target's
-//! own past says where its ramps stop. Where the fleet ran more than [`NEED_GUIDE_RATIO`] times
-//! the peak need, something the need does not count (long prompts queued behind each other's
-//! prefill, say) set the count, and the peak caps nothing.
+//! own past says where its ramps stop. A cap only ever orders less. Where the fleet ran more
+//! than [`NEED_GUIDE_RATIO`] times the peak need, something the need does not count (long
+//! prompts queued behind each other's prefill, say) set the count, and the peak caps nothing.
 //!
 //! There the need is judged by the requests as well ([`Need::requests`]): the requests running
 //! and waiting on the replicas over what a saturated replica was seen to run, with a queue up to
 //! [`QUEUE_ALLOWANCE`] of it. Clumps of such requests are over before a start, so what meets
 //! them is a level held from the last ones.
 //!
-//! The state is bounded (the orders of the last start plus scale-down window, and one time per
-//! replica count) and serialises with the rest of the decision's memory, so it survives a
-//! restart of `decide` and travels in `serve`'s state.
+//! The state is bounded (the orders of the last start plus scale-down window, the needs of the
+//! last [`RECENT_S`], a need per minute of [`DAILY_DAYS`], and one time per replica count) and serialises with the rest of the
+//! decision's memory, so it survives a restart of `decide` and travels in `serve`'s state.
 
+use crate::project::lookahead::Point;
 use serde::{Deserialize, Serialize};
 
 /// A surprise is a need this many replicas above what was Ready: the need is work at full
@@ -43,10 +54,13 @@ use serde::{Deserialize, Serialize};
 /// rate, while the noise of one reading is smaller.
 pub const MIN_SURPRISE: f64 = 0.3;
 
-/// How long a surprise keeps its level in the reserve, seconds: two weeks, so a burst seen on
-/// any day of the last two (a weekly pattern included) is covered today, and a one-off burst
-/// is forgotten after them.
+/// How long the peak is remembered, seconds: two weeks, weekdays and weekends.
 pub const MEMORY_S: f64 = 14.0 * DAY_S;
+
+/// How recent the evidence of bursts and the needs the reserve holds are, seconds: bursts a few
+/// minutes apart keep their level, a burst half an hour ago holds nothing, and a falling
+/// traffic's reserve falls half an hour behind it.
+pub const RECENT_S: f64 = 1800.0;
 
 /// A day, seconds.
 pub const DAY_S: f64 = 86_400.0;
@@ -80,10 +94,25 @@ pub const QUEUE_ALLOWANCE: f64 = 1.5;
 /// over about ten readings, under a minute of saturation.
 const PER_REPLICA_WEIGHT: f64 = 0.1;
 
+/// A slot of the daily memory, seconds: a minute, so that a burst at a minute of the day is
+/// held for that minute, not for the five around it.
+pub const SLOT_S: f64 = 60.0;
+
+/// Slots in a day.
+const SLOTS_PER_DAY: i64 = (DAY_S / SLOT_S) as i64;
+
+/// Days the daily memory keeps: a week and a day, for the same day a week ago.
+pub const DAILY_DAYS: i64 = 8;
+
+/// How far past a start the daily memory looks, seconds: a replica ordered for the minute a
+/// start ahead is Ready at its beginning, not its end.
+pub const DAILY_AHEAD_S: f64 = 60.0;
+
 /// Reserve levels remembered at most (a level is a replica count).
 const MAX_LEVEL: usize = 1024;
 
-/// Orders remembered at most (one per evaluation over a start plus a scale-down window).
+/// Orders remembered at most (one per evaluation over a start plus a scale-down window), and
+/// needs (one per scrape over [`RECENT_S`]).
 const MAX_ORDERS: usize = 4096;
 
 /// One evaluation's order: what the policy asked for without the reserve, in replicas.
@@ -102,9 +131,19 @@ pub struct Reserve {
     /// Recent orders, oldest first.
     #[serde(default)]
     pub orders: Vec<Order>,
-    /// For each level `k` (index `k - 1`), when a surprise or a repeated onset last held it.
+    /// The needs of the last [`RECENT_S`] (judged as surprises are), oldest first.
     #[serde(default)]
-    pub surprised: Vec<f64>,
+    pub needs: Vec<Point>,
+    /// When a surprise or a repeated onset was last seen.
+    #[serde(default)]
+    pub evidence: Option<f64>,
+    /// The highest need in each minute of the last [`DAILY_DAYS`] days, by slot since the
+    /// clock's origin (`floor(t / SLOT_S)`), oldest first.
+    #[serde(default)]
+    pub daily: Vec<(i64, f64)>,
+    /// The first slot noted: how far back the daily memory reaches.
+    #[serde(default)]
+    pub daily_from: Option<i64>,
     /// For each level `k` (index `k - 1`), when an onset last reached it.
     #[serde(default)]
     pub onsets: Vec<f64>,
@@ -166,7 +205,7 @@ pub struct Surprise {
 pub struct Level {
     /// Replicas held standing (0: none learned).
     pub replicas: u32,
-    /// When the surprise that set it was seen.
+    /// When the last surprise or repeated onset was seen.
     pub since: f64,
 }
 
@@ -196,11 +235,21 @@ impl Reserve {
             .ready_at(now, start_s, down_window_s)
             .map(|alone| ready_now.map_or(alone, |r| alone.min(r)))
             .and_then(|ready| (need - ready >= MIN_SURPRISE).then_some(Surprise { need, ready }));
-        if let Some(s) = surprise {
-            self.mark(level_of(s.need), now);
+        if surprise.is_some() {
+            self.evidence = Some(now);
         }
         self.note_onset(now, need, start_s);
         self.reach(now, work, ready_now);
+        self.note_daily(now, need);
+        self.needs.retain(|p| p.at <= now && now - p.at <= RECENT_S);
+        self.needs.push(Point {
+            at: now,
+            value: need.max(0.0),
+        });
+        if self.needs.len() > MAX_ORDERS {
+            let excess = self.needs.len() - MAX_ORDERS;
+            self.needs.drain(..excess);
+        }
         self.orders.retain(|o| o.at <= now && now - o.at <= keep_s);
         self.orders.push(Order {
             at: now,
@@ -214,11 +263,6 @@ impl Reserve {
         surprise
     }
 
-    /// Holds every count up to `level` from `now`.
-    fn mark(&mut self, level: usize, now: f64) {
-        stamp(&mut self.surprised, level, now);
-    }
-
     /// Notes the level the need reached and the replicas Ready, for the peak.
     fn reach(&mut self, now: f64, need: f64, ready_now: Option<f64>) {
         self.first.get_or_insert(now);
@@ -228,8 +272,53 @@ impl Reserve {
         }
     }
 
+    /// Keeps the need in its minute of the daily memory.
+    fn note_daily(&mut self, now: f64, need: f64) {
+        let slot = slot_of(now);
+        self.daily_from.get_or_insert(slot);
+        if need.is_nan() || need <= 0.0 {
+            return;
+        }
+        // Slots are noted in order; a clock that went back starts the memory again.
+        if self.daily.last().is_some_and(|&(s, _)| s > slot) {
+            self.daily.clear();
+        }
+        let oldest = slot.saturating_sub(DAILY_DAYS * SLOTS_PER_DAY);
+        let stale = self.daily.partition_point(|&(s, _)| s <= oldest);
+        self.daily.drain(..stale);
+        match self.daily.last_mut() {
+            Some((s, v)) if *s == slot => *v = v.max(need),
+            _ => self.daily.push((slot, need)),
+        }
+    }
+
+    /// What the daily memory holds over the next `ahead_s` from `now`: in each slot, the lower
+    /// of the day before's and the same day a week before's (two days before until a week is
+    /// known), the highest of those.
+    pub fn daily_level(&self, now: f64, ahead_s: f64) -> f64 {
+        let (Some(from), true) = (self.daily_from, now.is_finite()) else {
+            return 0.0;
+        };
+        let slot = slot_of(now);
+        let known_days = slot.saturating_sub(from) / SLOTS_PER_DAY;
+        let back = match known_days {
+            d if d >= 7 => 7,
+            d if d >= 2 => 2,
+            _ => return 0.0,
+        };
+        let at = |s: i64| {
+            self.daily
+                .binary_search_by_key(&s, |&(k, _)| k)
+                .map_or(0.0, |i| self.daily[i].1)
+        };
+        let last = slot_of(now + ahead_s.max(0.0)).max(slot);
+        (slot..=last.min(slot + SLOTS_PER_DAY))
+            .map(|s| at(s - SLOTS_PER_DAY).min(at(s - back * SLOTS_PER_DAY)))
+            .fold(0.0, f64::max)
+    }
+
     /// An onset: the need `ONSET_RISE` above its lowest over the last start. A second onset to
-    /// a level, more than a start and at most [`REPEAT_S`] after the first, holds that level.
+    /// a level, more than a start and at most [`REPEAT_S`] after the first, is evidence.
     fn note_onset(&mut self, now: f64, need: f64, start_s: f64) {
         let Some(low) = self
             .orders
@@ -259,7 +348,7 @@ impl Reserve {
             *t = now;
         }
         if repeated > 0 {
-            self.mark(repeated, now);
+            self.evidence = Some(now);
         }
     }
 
@@ -283,13 +372,33 @@ impl Reserve {
         Some(then.min(current))
     }
 
-    /// What outlasts a day, its times `seconds` earlier (the day before a run): the surprises,
-    /// not the orders.
-    pub fn earlier_by(&self, seconds: f64) -> Reserve {
+    /// What outlasts a day, its times `seconds` earlier (the day before a run), its daily
+    /// memory `cycle_s` earlier (the same, or a whole day where the simulator's days are
+    /// shorter): the evidence, the needs, the daily memory and the peak, not the orders.
+    pub fn earlier_by(&self, seconds: f64, cycle_s: f64) -> Reserve {
+        let shift = if cycle_s.is_finite() {
+            (cycle_s / SLOT_S).round() as i64
+        } else {
+            0
+        };
         let earlier = |v: &[f64]| v.iter().map(|t| t - seconds).collect();
         Reserve {
             orders: Vec::new(),
-            surprised: earlier(&self.surprised),
+            needs: self
+                .needs
+                .iter()
+                .map(|p| Point {
+                    at: p.at - seconds,
+                    value: p.value,
+                })
+                .collect(),
+            evidence: self.evidence.map(|t| t - seconds),
+            daily: self
+                .daily
+                .iter()
+                .map(|&(k, v)| (k.saturating_sub(shift), v))
+                .collect(),
+            daily_from: self.daily_from.map(|k| k.saturating_sub(shift)),
             onsets: earlier(&self.onsets),
             reached: earlier(&self.reached),
             ready: earlier(&self.ready),
@@ -302,10 +411,10 @@ impl Reserve {
     /// What outlasts a whole day, for the day after it (its times `day_s` earlier): as
     /// [`Reserve::earlier_by`], and the memory counts one more day (the simulator's days are
     /// shorter than a real one).
-    pub fn after_a_day(&self, day_s: f64) -> Reserve {
+    pub fn after_a_day(&self, day_s: f64, cycle_s: f64) -> Reserve {
         Reserve {
             days: self.days.saturating_add(1),
-            ..self.earlier_by(day_s)
+            ..self.earlier_by(day_s, cycle_s)
         }
     }
 
@@ -357,17 +466,30 @@ impl Reserve {
             .then(|| (running + waiting) / (QUEUE_ALLOWANCE * per_replica))
     }
 
-    /// The reserve at `now`: the highest level a surprise reached within [`MEMORY_S`].
-    pub fn level(&self, now: f64) -> Level {
-        match top(&self.surprised, now) {
-            Some(replicas) => Level {
-                replicas,
-                since: self.surprised[replicas as usize - 1],
-            },
-            None => Level {
+    /// The reserve at `now`, for replicas ordered now and Ready a start of `start_s` later: the
+    /// higher of the daily memory's level over that start ([`Reserve::daily_level`]) and,
+    /// within [`RECENT_S`] of the last evidence of bursts, the highest need of the last
+    /// [`RECENT_S`].
+    pub fn level(&self, now: f64, start_s: f64) -> Level {
+        let daily = self.daily_level(now, start_s + DAILY_AHEAD_S);
+        let recent = self.evidence.filter(|&t| now - t <= RECENT_S && t <= now);
+        let top = recent.map_or(0.0, |_| {
+            self.needs
+                .iter()
+                .filter(|p| now - p.at <= RECENT_S && p.at <= now)
+                .map(|p| p.value)
+                .fold(0.0, f64::max)
+        });
+        let top = top.max(daily);
+        if top <= 0.0 {
+            return Level {
                 replicas: 0,
                 since: f64::NAN,
-            },
+            };
+        }
+        Level {
+            replicas: level_of(top) as u32,
+            since: recent.unwrap_or(now - DAY_S),
         }
     }
 }
@@ -388,6 +510,11 @@ fn top(times: &[f64], now: f64) -> Option<u32> {
         .iter()
         .rposition(|&at| now - at <= MEMORY_S)
         .map(|i| i as u32 + 1)
+}
+
+/// The slot `t` falls in, counted from the clock's origin.
+fn slot_of(t: f64) -> i64 {
+    (t / SLOT_S).floor() as i64
 }
 
 /// The count a need of `need` replicas takes.
@@ -419,11 +546,11 @@ mod tests {
             r.note(t, need, ahead, None, 90.0, 60.0);
             t += 5.0;
         }
-        assert_eq!(r.level(t).replicas, 0);
+        assert_eq!(r.level(t, 90.0).replicas, 0);
     }
 
     #[test]
-    fn a_burst_after_a_gap_keeps_its_level() {
+    fn a_burst_after_a_gap_keeps_its_level_for_half_an_hour() {
         let mut r = Reserve::default();
         feed(&mut r, 0.0, 600.0, |_| 0.2, 1.0);
         // A burst needing 3 replicas for 60 s: the policy could not have had them Ready.
@@ -435,11 +562,20 @@ mod tests {
             }
         };
         feed(&mut r, 600.0, 900.0, burst, 1.0);
-        let level = r.level(900.0);
+        let level = r.level(900.0, 90.0);
         assert_eq!(level.replicas, 3);
         assert!((600.0..660.0).contains(&level.since), "{level:?}");
-        // A day later it is forgotten.
-        assert_eq!(r.level(level.since + MEMORY_S + 1.0).replicas, 0);
+        // Quiet since: half an hour after the last evidence it holds nothing.
+        feed(&mut r, 900.0, level.since + RECENT_S, |_| 0.2, 1.0);
+        assert_eq!(r.level(level.since + RECENT_S - 5.0, 90.0).replicas, 3);
+        feed(
+            &mut r,
+            level.since + RECENT_S,
+            level.since + RECENT_S + 10.0,
+            |_| 0.2,
+            1.0,
+        );
+        assert_eq!(r.level(level.since + RECENT_S + 10.0, 90.0).replicas, 0);
     }
 
     #[test]
@@ -453,19 +589,19 @@ mod tests {
             |t| (0.2 + (t - 300.0) / 20.0).clamp(0.2, 3.0),
             5.0,
         );
-        assert_eq!(ramp.level(600.0).replicas, 0);
+        assert_eq!(ramp.level(600.0, 90.0).replicas, 0);
         // Bursts to 3 replicas for 40 s every 3 minutes, which a policy with a long window
         // bridges (it orders 5 all along): no surprise, but the onsets repeat.
         let mut bursts = Reserve::default();
         let burst = |t: f64| if t % 180.0 < 40.0 { 3.0 } else { 0.2 };
         feed(&mut bursts, 0.0, 170.0, burst, 5.0);
         assert_eq!(
-            bursts.level(170.0).replicas,
+            bursts.level(170.0, 90.0).replicas,
             0,
             "one onset is not a pattern"
         );
         feed(&mut bursts, 170.0, 600.0, burst, 5.0);
-        assert_eq!(bursts.level(600.0).replicas, 3);
+        assert_eq!(bursts.level(600.0, 90.0).replicas, 3);
     }
 
     #[test]
@@ -483,7 +619,7 @@ mod tests {
                 seen = seen.or(r.note(t, need, ordered, ready_now, 90.0, 60.0));
                 t += 5.0;
             }
-            (seen, r.level(t).replicas)
+            (seen, r.level(t, 90.0).replicas)
         };
         // By the orders alone, two were Ready and 1.4 fit: no surprise.
         assert_eq!(run(None), (None, 0));
@@ -505,10 +641,10 @@ mod tests {
         }
         assert_eq!(r.peak(t), None, "one day is not a week");
         for _ in 0..PEAK_DAYS - 1 {
-            r = r.after_a_day(1200.0);
+            r = r.after_a_day(1200.0, DAY_S);
         }
         assert_eq!(r.peak(0.0), None, "six days are not a week");
-        r = r.after_a_day(1200.0);
+        r = r.after_a_day(1200.0, DAY_S);
         assert_eq!(r.peak(0.0), Some(3));
         // It travels as the rest of the memory does, and is forgotten after two weeks.
         let back: Reserve = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
@@ -568,7 +704,7 @@ mod tests {
                 60.0
             )
             .is_some());
-        assert_eq!(r.level(t).replicas, 16);
+        assert_eq!(r.level(t, 90.0).replicas, 16);
         // The peak keeps the work: the need is still no guide.
         assert!(r.need_is_no_guide(t));
         // Where the need is a guide, the requests are not counted.
@@ -577,6 +713,65 @@ mod tests {
         assert_eq!(guide.requests_need(5.0, (20.0, 28.0), 5), None);
         assert_eq!(guide.per_replica, Some(4.0));
         assert_eq!(guide.requests_need(5.0, (f64::NAN, 1.0), 5), None);
+    }
+
+    /// Notes a day's `need` (by seconds since its midnight) every 30 s of day `day`, from
+    /// `from` to `until` seconds into it, the policy ordering the need itself.
+    fn live_day(
+        r: &mut Reserve,
+        day: f64,
+        (from, until): (f64, f64),
+        need: impl Fn(f64, f64) -> f64,
+    ) {
+        let mut t = from;
+        while t < until {
+            let n = need(day, t);
+            r.note(day * DAY_S + t, n, n, Some(n.ceil()), 90.0, 60.0);
+            t += 30.0;
+        }
+    }
+
+    #[test]
+    fn the_daily_memory_holds_what_both_earlier_days_needed_and_falls_at_night() {
+        // Half a replica all day; three from 10:00 to 10:10 every day; six from 15:00 to 15:05
+        // on the second day only.
+        let need = |day: f64, t: f64| {
+            if (36_000.0..36_600.0).contains(&t) {
+                3.0
+            } else if day == 1.0 && (54_000.0..54_300.0).contains(&t) {
+                6.0
+            } else {
+                0.5
+            }
+        };
+        let mut r = Reserve::default();
+        live_day(&mut r, 0.0, (0.0, DAY_S), need);
+        // One day is no pattern: after the first day's burst has gone stale, nothing is held.
+        live_day(&mut r, 1.0, (0.0, 35_880.0), need);
+        assert_eq!(r.level(DAY_S + 35_880.0, 90.0).replicas, 0);
+        live_day(&mut r, 1.0, (35_880.0, DAY_S), need);
+        // The third morning, two minutes before ten: the burst both earlier days saw a start
+        // ahead is held, though nothing has happened for hours.
+        live_day(&mut r, 2.0, (0.0, 35_880.0), need);
+        let morning = r.level(2.0 * DAY_S + 35_880.0, 90.0);
+        assert_eq!(morning.replicas, 3);
+        // Before three: the second day's burst alone holds no more than the half replica both
+        // days needed.
+        live_day(&mut r, 2.0, (35_880.0, 53_880.0), need);
+        assert_eq!(r.level(2.0 * DAY_S + 53_880.0, 90.0).replicas, 1);
+        // At night it is the night's need.
+        live_day(&mut r, 2.0, (53_880.0, DAY_S), need);
+        assert_eq!(r.level(3.0 * DAY_S - 30.0, 90.0).replicas, 1);
+        // The memory is bounded to a week and a day of minutes, and carried a day back with the
+        // rest (its minutes a whole cycle back).
+        assert!(r.daily.len() as i64 <= DAILY_DAYS * SLOTS_PER_DAY);
+        let carried = r.after_a_day(1200.0, DAY_S);
+        assert_eq!(
+            carried.daily.last().map(|d| d.0),
+            r.daily.last().map(|d| d.0 - SLOTS_PER_DAY)
+        );
+        let back: Reserve = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back.level(2.0 * DAY_S + 35_880.0, 90.0), morning);
     }
 
     #[test]

@@ -20,8 +20,11 @@ use serde::{Deserialize, Serialize};
 /// target.
 pub const ROOM_CREDIT: f64 = 1.25;
 
-/// How long a sustained safe rate is remembered, seconds.
-pub const SAFE_MEMORY_S: f64 = 3600.0;
+/// How long a sustained safe rate is remembered, seconds: a day, so that the rate the afternoon
+/// proved safe still counts at the evening's last burst, when the replicas that proved it have
+/// gone and the rate since has been too low to prove anything. It orders replicas only for a
+/// rate that is there, so it holds nothing standing when the traffic falls.
+pub const SAFE_MEMORY_S: f64 = 86_400.0;
 
 /// How long a measured capacity is remembered, seconds: long enough to span a quiet spell,
 /// short enough to follow a change of mix.

@@ -29,6 +29,12 @@ use crate::reasons::{Step, Steps};
 /// The SLO-aware floor acts once the implied first-token time passes this share of the SLO.
 const SLO_SHARE: f64 = 0.5;
 
+/// Requests waiting per ready replica that a reading still counts as within the target (and not
+/// as saturated): a request arriving between a scrape and its admission is waiting for an
+/// instant, not a replica full. Counting every such instant as saturation measured a capacity
+/// from the lulls of bursty traffic, and the rate forecast then ordered for it all evening.
+pub const MOMENTARY_WAITING: f64 = 0.5;
+
 /// How requests flow through the ready replicas at one observation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Flow {
@@ -100,7 +106,8 @@ pub fn slo_floor(policy: &Policy, flow: &Flow, value: f64, lines: &mut Steps) ->
 
 /// Notes one reading of the replicas for the learned capacity ([`Capacity`]): the admitted rate
 /// per ready replica, within the target (the measured value per reporting replica at or below
-/// it, nothing waiting) or saturated (requests waiting: they admit all they can).
+/// it, at most [`MOMENTARY_WAITING`] waiting per replica) or saturated (more waiting: they
+/// admit all they can).
 pub fn note_capacity(
     capacity: &mut Capacity,
     policy: &Policy,
@@ -113,12 +120,13 @@ pub fn note_capacity(
     }
     let per_replica = measured / f64::from(reporting.max(1));
     let within = reporting > 0 && per_replica <= policy.target;
+    let momentary = MOMENTARY_WAITING * f64::from(flow.ready);
     capacity.note(
         Reading {
             at: now,
             rate: flow.admitted_per_s / f64::from(flow.ready),
-            within: within && flow.waiting <= 0.0,
-            saturated: flow.waiting > 0.0,
+            within: within && flow.waiting <= momentary,
+            saturated: flow.waiting > momentary,
             room: if per_replica > 0.0 {
                 policy.target / per_replica
             } else {
