@@ -393,12 +393,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_day_follows_its_source_and_bursts_on_top() {
-        let w = flat();
-        let plan = w.day_plan(1, 0);
-        let day = w.day(1, 0).unwrap();
-        assert_eq!(day.duration, DAY_S);
+    /// Seed `seed`'s first day, its count of requests checked against its planned rate (within
+    /// four standard deviations of a Poisson count).
+    fn day_at_its_rate(w: &Weeks, seed: u64) -> Trace {
+        let plan = w.day_plan(seed, 0);
+        let day = w.day(seed, 0).unwrap();
         let expected: f64 = (0..86_400)
             .map(|s| w.rate_at(&plan, f64::from(s) + 0.5))
             .sum();
@@ -407,6 +406,14 @@ mod tests {
             (n - expected).abs() < 4.0 * expected.sqrt(),
             "{n} against {expected}"
         );
+        day
+    }
+
+    #[test]
+    fn a_day_follows_its_source_and_bursts_on_top() {
+        let w = flat();
+        let day = day_at_its_rate(&w, 1);
+        assert_eq!(day.duration, DAY_S);
         assert!(day
             .requests
             .windows(2)
@@ -466,16 +473,7 @@ mod tests {
                 .collect(),
         };
         w.micro = Micro::Recorded(recording);
-        let plan = w.day_plan(2, 0);
-        let day = w.day(2, 0).unwrap();
-        let expected: f64 = (0..86_400)
-            .map(|s| w.rate_at(&plan, f64::from(s) + 0.5))
-            .sum();
-        let n = day.requests.len() as f64;
-        assert!(
-            (n - expected).abs() < 4.0 * expected.sqrt(),
-            "{n} against {expected}"
-        );
+        let day = day_at_its_rate(&w, 2);
         assert!(day.requests.iter().all(|r| r.prompt == 7 && r.output == 3));
     }
 }
