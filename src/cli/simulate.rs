@@ -38,9 +38,9 @@ pub const DEFAULT_POLICIES: &[&str] = &[
 /// history forecast, whose floor orders replicas for the admitted rate a horizon ahead at the
 /// rate per replica the replicas sustained; `work` beside it, so a replica saturated by prefill
 /// reads as full; a 120 s scale-down window; and the learned reserve, which keeps standing the
-/// level of bursts that repeat faster than a start could follow (a fixed fleet's reserve where
-/// the traffic is bursty, none where it is smooth), and is what makes the short window safe on
-/// bursty traffic.
+/// level the last half hour's bursts reached while they keep coming, and what the same minutes
+/// of earlier days needed, and is what makes the short window safe on bursty traffic. Judged
+/// too on 24-hour weeks with everything learned carried (`simulate --weeks`).
 pub const RECOMMENDED: &str =
     "queue+work:192,1.0,lookahead=45,forecast=history,downwindow=120,reserve=auto";
 /// The same with scale to zero behind the activator, after five idle minutes past the longest

@@ -258,7 +258,7 @@ pub const KEYS: &[Key] = &[
         unit: "HOW",
         kind: Kind::Word(&["off", "auto"]),
         default: "off",
-        doc: "auto: keep standing the highest replica count the traffic has needed faster than a start could follow (a need above what was Ready: what the policy alone would have had, ordered a start earlier, and no more than were), for two weeks; smooth traffic keeps none, bursts keep their level as a fixed fleet would. Once a week is learned, forecast=history's floor orders no more than the highest need of the two weeks; where the fleet ran over 4x that need, nothing is capped and a need is also the requests running and waiting over 1.5x what a saturated replica runs",
+        doc: "auto: keep standing the replicas bursts need that a start cannot follow: for 30 minutes after the last burst (a need above what was Ready: what the policy alone would have had, ordered a start earlier, and no more than were; or a rise that repeats within 10 minutes), the highest need of the last 30 minutes; and, a start ahead, what the same minutes needed both the day before and a week before (two days before until a week is known). Smooth traffic keeps none beyond its own need, and what is held falls when the traffic falls. Once a week is learned, forecast=history's floor orders no more than the highest need of the two weeks; where the fleet ran over 4x that need, nothing is capped and a need is also the requests running and waiting over 1.5x what a saturated replica runs",
         parse: |k, p, v| word(k, v).map(|i| p.reserve = i == 1),
         render: |p| p.reserve.then(|| "auto".to_owned()),
     },
