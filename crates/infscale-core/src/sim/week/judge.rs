@@ -400,3 +400,77 @@ pub fn jobs(plan: &Plan, policies: usize) -> u64 {
         .sum();
     (per_seed * plan.seeds.len()) as u64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(index: usize, bound_rm: f64, bound_miss_pct: f64) -> Day {
+        Day {
+            seed: 1,
+            index,
+            weekday: index,
+            requests: 1000,
+            bound_replica_minutes: bound_rm,
+            bound_miss_pct,
+            trough_hour: 3,
+            trough_need: 1.0,
+            need_hourly: vec![1.0; 24],
+        }
+    }
+
+    fn figures(misses: usize, rm: f64, at_trough: f64) -> DayFigures {
+        let mut hourly = vec![2.0; 24];
+        hourly[3] = at_trough;
+        DayFigures {
+            requests: 1000,
+            misses,
+            replica_minutes: rm,
+            hourly,
+        }
+    }
+
+    #[test]
+    fn a_verdict_pools_the_days_and_names_the_worst_and_the_dominated() {
+        let days = [day(0, 100.0, 0.0), day(1, 200.0, 1.0)];
+        // Day 0: 5 misses (0.5%) at 150; day 1: 30 misses (3%, 2% beyond its bound's 1%) at 300.
+        let policy = [figures(5, 150.0, 3.5), figures(30, 300.0, 1.5)];
+        // Fleet 1 misses more both days; fleet 2 misses no more on day 1 at no more cost.
+        let one = vec![figures(50, 100.0, 1.0), figures(90, 200.0, 1.0)];
+        let two = vec![figures(6, 200.0, 2.0), figures(30, 300.0, 2.0)];
+        let v = verdict("p", &policy, &days, &[&one, &two]);
+        // Pooled: 5 + (30 - 10) beyond the bounds over 2,000 requests.
+        assert!((v.excess_miss_pct - 1.25).abs() < 1e-9, "{v:?}");
+        assert!((v.worst_day_excess_miss_pct - 2.0).abs() < 1e-9);
+        assert_eq!(v.worst_day, 1);
+        assert!((v.pooled_x_bound - 1.5).abs() < 1e-9);
+        assert!((v.worst_x_bound - 1.5).abs() < 1e-9);
+        assert_eq!(v.dominated_days, 1);
+        assert_eq!(v.dominated_example, Some((1, 2)));
+        // The trough: 3.5 billed in day 0's quietest hour against 1 needed.
+        assert!((v.worst_trough_excess - 2.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_jobs_count_every_bound_and_run() {
+        let gpu = crate::sim::gpu::GpuModel::default();
+        let source = super::super::shapes::source("azure-conv").unwrap();
+        let mut plan = Plan {
+            families: vec![Family {
+                name: "week:azure-conv".to_owned(),
+                weeks: Weeks::scaled(source, &gpu, super::super::Micro::Drawn).unwrap(),
+                max: 4,
+            }],
+            seeds: vec![1, 2],
+            days: 3,
+            hw: Hardware::new(gpu),
+            settings: Settings::default(),
+            alone: false,
+        };
+        // Per seed: 3 bounds, and 2 policies and 4 fleets over the run.
+        assert_eq!(jobs(&plan, 2), 2 * (3 + 6));
+        // Alone, each of the 6 also plays each of the 3 days.
+        plan.alone = true;
+        assert_eq!(jobs(&plan, 2), 2 * (3 + 6 + 18));
+    }
+}
