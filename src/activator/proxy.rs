@@ -34,7 +34,8 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The upstream client: pooled connections, and fresh ones for a request sent again.
 pub type UpstreamClient = Client<SignallingConnector<HttpConnector>, UpstreamBody>;
@@ -452,7 +453,7 @@ impl Proxy {
                             Ok(Release::Shutdown) => return self.shutting_down(host),
                             Err(_) => continue,
                         },
-                        _ = tokio::time::sleep_until(deadline.into()) => {
+                        _ = tokio::time::sleep_until(deadline) => {
                             held.expire();
                             counters.timed_out.inc();
                             let timeout = state.route.hold_timeout.as_secs().max(1);
@@ -479,7 +480,7 @@ impl Proxy {
             // In a release, wait for every request before this one to be written upstream, and
             // for a slot, within this request's own deadline.
             let turn = match ordinal {
-                Some(n) => match tokio::time::timeout_at(deadline.into(), state.turn(n)).await {
+                Some(n) => match tokio::time::timeout_at(deadline, state.turn(n)).await {
                     Ok(turn) => Some(turn),
                     Err(_) => {
                         counters.timed_out.inc();

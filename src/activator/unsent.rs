@@ -26,7 +26,8 @@
 use hyper_util::client::legacy::connect::Connected;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The longest after a request's write that a pooled connection's end still counts as a close
 /// that crossed it: a round trip and the scheduling around it on a busy node (50 ms was passed

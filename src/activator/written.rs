@@ -31,7 +31,8 @@ use std::future::Future;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// How long after a request's write a plain end of its connection waits for the reset that
 /// says the upstream never read it: a round trip on a busy node, many times over.
@@ -208,7 +209,7 @@ impl<T: Read + PendingReset + Unpin> Read for Signalling<T> {
             return Poll::Ready(Ok(()));
         };
         // The end, with a request written and nothing of its answer read.
-        let mut wait = Box::pin(tokio::time::sleep_until((written + RESET_WAIT).into()));
+        let mut wait = Box::pin(tokio::time::sleep_until(written + RESET_WAIT));
         if wait.as_mut().poll(cx).is_ready() {
             self.written = None;
             return Poll::Ready(self.io.reset().map_or(Ok(()), Err));

@@ -18,8 +18,8 @@ use super::limits::Limits;
 use infscale_core::observe::counts::wire::{self, WireError};
 use infscale_core::observe::counts::HostCounts;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 
 /// What the follower last saw: the core's [`Counts`], whose `held_demand` is the rule on what a
 /// partly read activator is worth.

@@ -38,8 +38,9 @@ use infscale_core::project::wake::WakeTimer;
 use infscale_core::reasons::no_value_text;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 /// What a trigger's collector last concluded.

@@ -100,7 +100,7 @@ impl Scraper {
         server: ServerChoice,
     ) -> Vec<(Result<PageRead, ScrapeError>, Duration)> {
         futures::future::join_all(pods.iter().map(|pod| async move {
-            let started = std::time::Instant::now();
+            let started = tokio::time::Instant::now();
             let read = |page: &[u8]| read_page(page, server);
             let mut page = self.scrape(&pod.address, timeout, read).await;
             if let Ok(PageRead {

@@ -21,9 +21,9 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 /// Certificate files for TLS, and a CA for mutual TLS.
