@@ -75,19 +75,25 @@ mod tests {
     use crate::sim::gpu::GpuModel;
     use crate::sim::trace::Scenario;
 
-    /// Every offset the step tells apart is run once, the runs come cheapest first, and the
-    /// median is one of them, between the ends.
-    #[test]
-    fn the_day_runs_at_every_offset_and_the_median_lies_between_the_ends() {
+    /// The first `duration` seconds of the default day, a reactive policy, steps of `dt`.
+    fn short_day(duration: f64, dt: f64) -> (Trace, Hardware, Policy, Settings) {
         let mut scenario = Scenario::default_day();
-        scenario.duration = 400.0;
+        scenario.duration = duration;
         let trace = scenario.generate().expect("the default day");
         let hw = Hardware::new(GpuModel::default());
         let policy = Policy::parse("queue:24,lookahead=45").expect("a policy");
         let settings = Settings {
-            dt: 0.5,
+            dt,
             ..Settings::default()
         };
+        (trace, hw, policy, settings)
+    }
+
+    /// Every offset the step tells apart is run once, the runs come cheapest first, and the
+    /// median is one of them, between the ends.
+    #[test]
+    fn the_day_runs_at_every_offset_and_the_median_lies_between_the_ends() {
+        let (trace, hw, policy, settings) = short_day(400.0, 0.5);
         let s = spread(&trace, &hw, &policy, &settings);
         let mut offsets: Vec<f64> = s.runs.iter().map(|p| p.scrape_offset_s).collect();
         offsets.sort_by(f64::total_cmp);
@@ -105,15 +111,7 @@ mod tests {
     /// step.
     #[test]
     fn offset_zero_is_the_plain_run() {
-        let mut scenario = Scenario::default_day();
-        scenario.duration = 300.0;
-        let trace = scenario.generate().expect("the default day");
-        let hw = Hardware::new(GpuModel::default());
-        let policy = Policy::parse("queue:24,lookahead=45").expect("a policy");
-        let settings = Settings {
-            dt: 1.0,
-            ..Settings::default()
-        };
+        let (trace, hw, policy, settings) = short_day(300.0, 1.0);
         let s = spread(&trace, &hw, &policy, &settings);
         let zero = s
             .runs
