@@ -55,6 +55,11 @@ fn the_readme_is_a_front_page() {
         lines <= 250,
         "README.md has {lines} lines: manuals belong in docs/"
     );
+    assert!(
+        readme.len() <= 8 * 1024,
+        "README.md is {} bytes: a front page is 8 KB at most; manuals, reference and benchmarks belong in docs/",
+        readme.len()
+    );
     assert!(readme.lines().take(6).any(|l| l.contains("-- demo")));
     assert!(readme.lines().take(6).any(|l| l.contains("cargo test")));
 }

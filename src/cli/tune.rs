@@ -114,7 +114,7 @@ pub struct Args {
     pub metric: String,
     /// Per-replica targets to try (the default spans a quarter to three quarters of the 256-slot
     /// batch: nearer the limit, a batch filling faster than it drains reads as within the target;
-    /// see the README).
+    /// see docs/operate.md).
     #[arg(long, default_value = "64,96,128,160,192")]
     pub targets: String,
     /// Lookaheads to try, seconds or auto (the learned cold start; 0: none).
